@@ -1,0 +1,269 @@
+#include "registry/events.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EV_LINE_MAX 2048  /* longer lines are cut, ending in "...\n" */
+
+struct ev_ring {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t cap;
+    uint64_t first;      /* seq of the oldest retained line */
+    uint64_t next;       /* seq of the next line */
+    char **line;         /* line[seq % cap] */
+    uint16_t *len;
+};
+
+int ev_ring_new(struct ev_ring **out, size_t cap, uint64_t first_seq)
+{
+    struct ev_ring *r = calloc(1, sizeof(*r));
+    if (!r || cap == 0 || first_seq == 0)
+        goto fail;
+    r->cap = cap;
+    r->first = r->next = first_seq;
+    r->line = calloc(cap, sizeof(*r->line));
+    r->len = calloc(cap, sizeof(*r->len));
+    if (!r->line || !r->len)
+        goto fail;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    *out = r;
+    return 0;
+fail:
+    if (r) {
+        free(r->line);
+        free(r->len);
+    }
+    free(r);
+    return cap == 0 || first_seq == 0 ? -EINVAL : -ENOMEM;
+}
+
+void ev_ring_free(struct ev_ring *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->cap; i++)
+        free(r->line[i]);
+    free(r->line);
+    free(r->len);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+size_t ev_escape(const char *s, char *out, size_t cap, int space)
+{
+    size_t n = 0;
+    if (cap == 0)
+        return 0;
+    for (; s && *s; s++) {
+        const char *e = NULL;
+        switch (*s) {
+        case '\\': e = "\\\\"; break;
+        case '\t': e = "\\t"; break;
+        case '\n': e = "\\n"; break;
+        case ' ': e = space ? "\\x20" : NULL; break;
+        }
+        size_t k = e ? strlen(e) : 1;
+        if (n + k >= cap)
+            break;
+        if (e)
+            memcpy(out + n, e, k);
+        else
+            out[n] = *s;
+        n += k;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+size_t ev_unescape(char *s)
+{
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        if (*p != '\\' || !p[1]) {
+            *w++ = *p;
+            continue;
+        }
+        p++;
+        if (*p == 't')
+            *w++ = '\t';
+        else if (*p == 'n')
+            *w++ = '\n';
+        else if (*p == 'x' && p[1] == '2' && p[2] == '0') {
+            *w++ = ' ';
+            p += 2;
+        } else
+            *w++ = *p;
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+/* Append src to buf (cap) at *n; returns 0, or -1 when it did not fit. */
+static int put(char *buf, size_t cap, size_t *n, const char *src)
+{
+    size_t k = strlen(src);
+    if (*n + k >= cap)
+        return -1;
+    memcpy(buf + *n, src, k + 1);
+    *n += k;
+    return 0;
+}
+
+static size_t format_line(char *buf, size_t cap, uint64_t seq, const char *kind,
+                          const char *path, const struct ev_kv *kv, const char *reason)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n0 = snprintf(buf, cap, "%llu %04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ",
+                      (unsigned long long)seq, tm.tm_year + 1900, tm.tm_mon + 1,
+                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                      ts.tv_nsec / 1000000);
+    size_t n = (size_t)n0;
+    char esc[EV_LINE_MAX];
+    int cut = put(buf, cap, &n, kind) || put(buf, cap, &n, " ") ||
+              put(buf, cap, &n, path);
+    for (; !cut && kv && kv->value; kv++) {
+        ev_escape(kv->value, esc, sizeof(esc), 1);
+        cut = put(buf, cap, &n, " ") || put(buf, cap, &n, kv->key) ||
+              put(buf, cap, &n, "=") || put(buf, cap, &n, esc);
+    }
+    if (!cut && reason) {
+        ev_escape(reason, esc, sizeof(esc), 0);
+        cut = put(buf, cap, &n, " reason=") || put(buf, cap, &n, esc);
+    }
+    if (cut) {
+        n = cap - 5;
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    buf[n++] = '\n';
+    buf[n] = '\0';
+    return n;
+}
+
+int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
+                  const struct ev_kv *kv, const char *reason)
+{
+    char buf[EV_LINE_MAX];
+    pthread_mutex_lock(&r->mu);
+    uint64_t seq = r->next;
+    size_t n = format_line(buf, sizeof(buf), seq, kind, path, kv, reason);
+    size_t slot = seq % r->cap;
+    char *copy = realloc(r->line[slot], n + 1);
+    if (!copy) {
+        pthread_mutex_unlock(&r->mu);
+        return -ENOMEM;
+    }
+    memcpy(copy, buf, n + 1);
+    r->line[slot] = copy;
+    r->len[slot] = (uint16_t)n;
+    r->next = seq + 1;
+    if (r->next - r->first > r->cap)
+        r->first = r->next - r->cap;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return (int64_t)seq;
+}
+
+uint64_t ev_next_seq(struct ev_ring *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t s = r->next;
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+void ev_cursor_init(struct ev_ring *r, struct ev_cursor *c)
+{
+    pthread_mutex_lock(&r->mu);
+    c->next = r->first;
+    c->off = 0;
+    c->pend[0] = '\0';
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int ready_locked(const struct ev_ring *r, const struct ev_cursor *c)
+{
+    return c->pend[0] || c->next < r->next;
+}
+
+size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&r->mu);
+    while (n < cap) {
+        const char *src;
+        size_t len;
+        if (!c->pend[0] && c->next < r->first) {
+            snprintf(c->pend, sizeof(c->pend), "lost %llu\n",
+                     (unsigned long long)(r->first - c->next));
+            c->next = r->first;
+            c->off = 0;
+        }
+        if (c->pend[0]) {
+            src = c->pend;
+            len = strlen(c->pend);
+        } else if (c->next < r->next) {
+            src = r->line[c->next % r->cap];
+            len = r->len[c->next % r->cap];
+        } else {
+            break;
+        }
+        size_t k = len - c->off < cap - n ? len - c->off : cap - n;
+        memcpy(buf + n, src + c->off, k);
+        n += k;
+        c->off += k;
+        if (c->off < len)
+            break;
+        c->off = 0;
+        if (c->pend[0])
+            c->pend[0] = '\0';
+        else
+            c->next++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int ev_ready(struct ev_ring *r, const struct ev_cursor *c)
+{
+    pthread_mutex_lock(&r->mu);
+    int ok = ready_locked(r, c) || c->next < r->first;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+int ev_wait(struct ev_ring *r, const struct ev_cursor *c, int timeout_ms)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    if (timeout_ms >= 0) {
+        end.tv_sec += timeout_ms / 1000;
+        end.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+        if (end.tv_nsec >= 1000000000) {
+            end.tv_sec++;
+            end.tv_nsec -= 1000000000;
+        }
+    }
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    while (!ready_locked(r, c) && rc == 0)
+        rc = timeout_ms < 0 ? pthread_cond_wait(&r->cv, &r->mu)
+                            : pthread_cond_timedwait(&r->cv, &r->mu, &end);
+    int ok = ready_locked(r, c);
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}

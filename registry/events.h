@@ -1,0 +1,59 @@
+/* events: the memory ring behind <mnt>/events (DESIGN section 4).
+ *
+ * Each event is one line
+ *   <seq> <YYYY-MM-DDTHH:MM:SS.mmmZ> <kind> <path> [key=value ...] [reason=<text>]\n
+ * seq strictly increases. Values escape `\`, tab, newline and (outside
+ * reason) space as `\\`, `\t`, `\n`, `\x20`; reason comes last and runs to
+ * the end of the line. The ring keeps the last `cap` lines; a reader keeps
+ * its own cursor and never blocks a writer. A reader overtaken by the ring
+ * reads one line `lost N` and carries on with the oldest retained line.
+ * The ring has its own mutex, the innermost lock of csifs.
+ */
+#ifndef CSIFS_EVENTS_H
+#define CSIFS_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ev_ring;
+
+/* One key=value pair of an event; value NULL ends a list. */
+struct ev_kv {
+    const char *key, *value;
+};
+
+/* A ring of cap lines whose first event will carry seq first_seq (>= 1). */
+int ev_ring_new(struct ev_ring **out, size_t cap, uint64_t first_seq);
+void ev_ring_free(struct ev_ring *r);
+
+/* Append an event stamped now; kv may be NULL, reason may be NULL.
+ * Returns its seq (> 0) or a negative errno (-ENOMEM: nothing appended). */
+int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
+                  const struct ev_kv *kv, const char *reason);
+/* The seq the next event will carry. */
+uint64_t ev_next_seq(struct ev_ring *r);
+
+/* A reader's position. Start it with ev_cursor_init to replay what is
+ * retained. Plain data: copy it, no cleanup. */
+struct ev_cursor {
+    uint64_t next;      /* seq of the next line to read */
+    size_t off;         /* bytes of that line (or of pend) already read */
+    char pend[32];      /* a pending `lost N` line, "" if none */
+};
+void ev_cursor_init(struct ev_ring *r, struct ev_cursor *c);
+/* Copy up to cap bytes of the following lines; a line may be split across
+ * calls. Returns bytes copied, 0 when caught up. */
+size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap);
+/* 1 if ev_read would return data now. */
+int ev_ready(struct ev_ring *r, const struct ev_cursor *c);
+/* Wait until ev_ready or timeout_ms passes (<0: for ever); 1 ready, 0 not. */
+int ev_wait(struct ev_ring *r, const struct ev_cursor *c, int timeout_ms);
+
+/* Escape s into out (cap bytes, NUL-terminated; truncated on a char
+ * boundary of the escaping). space: also escape ' '. Returns length. */
+size_t ev_escape(const char *s, char *out, size_t cap, int space);
+/* Undo ev_escape in place; returns the new length. */
+size_t ev_unescape(char *s);
+
+#endif

@@ -1,0 +1,202 @@
+/* The registry's objects and indexes: one hash by seq, one by (type, parent,
+ * name), and sibling lists kept newest first. */
+#include "registry/model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void ht_init(struct htab *t)
+{
+    t->b = NULL;
+    t->nb = t->n = 0;
+}
+
+void ht_free(struct htab *t)
+{
+    free(t->b);
+    ht_init(t);
+}
+
+static int ht_grow(struct htab *t)
+{
+    size_t nb = t->nb ? t->nb * 2 : 64;
+    struct hlink **b = calloc(nb, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->nb; i++) {
+        struct hlink *l = t->b[i], *next;
+        for (; l; l = next) {
+            next = l->next;
+            l->next = b[l->hash & (nb - 1)];
+            b[l->hash & (nb - 1)] = l;
+        }
+    }
+    free(t->b);
+    t->b = b;
+    t->nb = nb;
+    return 0;
+}
+
+int ht_insert(struct htab *t, struct hlink *l, uint64_t hash)
+{
+    if (t->n + 1 > t->nb * 3 / 4 && ht_grow(t) < 0 && t->nb == 0)
+        return -ENOMEM;
+    l->hash = hash;
+    l->next = t->b[hash & (t->nb - 1)];
+    t->b[hash & (t->nb - 1)] = l;
+    t->n++;
+    return 0;
+}
+
+void ht_remove(struct htab *t, struct hlink *l)
+{
+    struct hlink **pp = &t->b[l->hash & (t->nb - 1)];
+    for (; *pp; pp = &(*pp)->next) {
+        if (*pp == l) {
+            *pp = l->next;
+            t->n--;
+            return;
+        }
+    }
+}
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+uint64_t ht_name_hash(enum reg_type type, uint64_t parent, const char *name)
+{
+    uint64_t h = 1469598103934665603ULL ^ ((uint64_t)type << 56) ^ parent;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ULL;
+    return mix(h);
+}
+
+#define CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+struct obj *model_by_seq(struct reg *reg, uint64_t seq)
+{
+    if (!reg->seqs.nb)
+        return NULL;
+    uint64_t h = mix(seq);
+    for (struct hlink *l = reg->seqs.b[h & (reg->seqs.nb - 1)]; l; l = l->next) {
+        struct obj *o = CONTAINER(l, struct obj, by_seq);
+        if (o->seq == seq)
+            return o;
+    }
+    return NULL;
+}
+
+static struct obj *by_name(struct reg *reg, enum reg_type type, uint64_t parent,
+                           const char *name, enum reg_kind kind)
+{
+    if (!reg->names.nb)
+        return NULL;
+    uint64_t h = ht_name_hash(type, parent, name);
+    for (struct hlink *l = reg->names.b[h & (reg->names.nb - 1)]; l; l = l->next) {
+        struct obj *o = CONTAINER(l, struct obj, by_name);
+        if (l->hash == h && o->kind == kind && o->type == type &&
+            !strcmp(o->name, name) &&
+            (kind == REG_K_PLUGIN || model_as_inst(o)->plugin->o.seq == parent))
+            return o;
+    }
+    return NULL;
+}
+
+struct plugin *model_as_plugin(struct obj *o)
+{
+    return o && o->kind == REG_K_PLUGIN ? (struct plugin *)o : NULL;
+}
+
+struct inst *model_as_inst(struct obj *o)
+{
+    return o && o->kind == REG_K_INSTANCE ? (struct inst *)o : NULL;
+}
+
+struct plugin *model_plugin(struct reg *reg, enum reg_type type, const char *name)
+{
+    return model_as_plugin(by_name(reg, type, 0, name, REG_K_PLUGIN));
+}
+
+struct inst *model_inst(struct reg *reg, struct plugin *p, const char *alloc)
+{
+    return model_as_inst(by_name(reg, p->o.type, p->o.seq, alloc, REG_K_INSTANCE));
+}
+
+int model_link(struct reg *reg, struct obj *o, struct plugin *parent)
+{
+    if (ht_insert(&reg->seqs, &o->by_seq, mix(o->seq)) < 0)
+        return -ENOMEM;
+    if (ht_insert(&reg->names, &o->by_name,
+                  ht_name_hash(o->type, parent ? parent->o.seq : 0, o->name)) < 0) {
+        ht_remove(&reg->seqs, &o->by_seq);
+        return -ENOMEM;
+    }
+    struct obj **head = parent ? &parent->head : &reg->types[o->type];
+    o->prev = NULL;
+    o->next = *head;
+    if (*head)
+        (*head)->prev = o;
+    *head = o;
+    if (parent)
+        parent->count++;
+    return 0;
+}
+
+void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent)
+{
+    ht_remove(&reg->seqs, &o->by_seq);
+    ht_remove(&reg->names, &o->by_name);
+    struct obj **head = parent ? &parent->head : &reg->types[o->type];
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        *head = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    if (parent)
+        parent->count--;
+}
+
+void model_free_fp(struct fp *f)
+{
+    free(f->provider);
+    free(f->version);
+    free(f->nodeid);
+    free(f->topology);
+    free(f->capabilities);
+    memset(f, 0, sizeof(*f));
+}
+
+void model_free_inst(struct inst *i)
+{
+    if (!i)
+        return;
+    free(i->socket);
+    free(i->reason);
+    model_free_fp(&i->fp);
+    for (int a = 0; a < REG_NATTRS; a++)
+        free(i->attr[a]);
+    free(i->hist);
+    free(i);
+}
+
+int64_t model_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t model_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

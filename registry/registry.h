@@ -1,0 +1,184 @@
+/* registry: the in-memory model of csifs and its rules (DESIGN sections 1-4).
+ *
+ * Objects: two fixed types (csi-controller, csi-node); plugins under a type;
+ * instances (allocations) under a plugin, kept newest first by a sequence
+ * number. Plugins and instances share one monotonic sequence, so a seq
+ * names exactly one object for ever (the FUSE layer derives inode numbers
+ * from it). `current` of a plugin is its newest instance with ready = 1.
+ *
+ * Every mutation takes one path: validate -> commit (the store, if any) ->
+ * apply in memory -> append events -> notify subscribers. A refused or
+ * failed mutation changes nothing. All functions return 0 or a negative
+ * errno (DESIGN section 5). All are thread-safe.
+ *
+ * Locks, in the only order they may be taken:
+ *   1. reg->wlock  (mutex)  serialises mutations, held across the commit;
+ *   2. reg->lock   (rwlock) guards the model; never held across a commit,
+ *                           a gRPC call, an fsync or a sleep;
+ *   3. the events ring's own mutex (events.h).
+ * Readers take only 2 (shared), so they never wait for a commit.
+ * Subscriber callbacks run with 1 held and 2 released: they may read the
+ * registry but must not mutate it.
+ */
+#ifndef CSIFS_REGISTRY_H
+#define CSIFS_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "registry/events.h"
+
+enum reg_type { REG_CONTROLLER = 0, REG_NODE = 1, REG_NTYPES };
+enum reg_health { REG_UNKNOWN = 0, REG_HEALTHY, REG_UNHEALTHY };
+enum reg_kind { REG_K_NONE = 0, REG_K_PLUGIN, REG_K_INSTANCE };
+
+#define REG_NAME_MAX 63      /* plugin and alloc names */
+#define REG_SOCKET_MAX 107   /* a unix socket address */
+#define REG_VALUE_MAX 4096   /* writable attribute value */
+#define REG_HISTORY 16       /* probes kept in `history` */
+
+/* A duration as DESIGN writes it: "30s" when whole seconds, else "250ms". */
+const char *reg_fmt_duration(int64_t ms, char *buf, size_t cap);
+
+/* "csi-controller", "csi-node". */
+extern const char *const reg_type_names[REG_NTYPES];
+/* Type by directory name, or -ENOENT. */
+int reg_type_parse(const char *name);
+/* 0 if name is a valid plugin/alloc name, else -EINVAL. */
+int reg_name_check(const char *name);
+
+/* Attribute files of an instance dir, in the order `ls -U` lists them. */
+enum reg_attr {
+    REG_A_HEALTH, REG_A_REASON, REG_A_READY, REG_A_PROVIDER, REG_A_VERSION,
+    REG_A_NODEID, REG_A_MAX_VOLUMES, REG_A_TOPOLOGY, REG_A_CAPABILITIES,
+    REG_A_MOUNT_POINT, REG_A_CONTAINER_MOUNT_POINT, REG_A_REGISTERED,
+    REG_A_HISTORY, REG_NATTRS
+};
+#define REG_AF_WRITABLE  1u   /* 0644, store() accepted */
+#define REG_AF_NODE_ONLY 2u   /* exists only under csi-node */
+#define REG_AF_POLL      4u   /* poll() wakes when it changes */
+struct reg_attr_def {
+    const char *name;
+    unsigned flags;
+};
+/* The one attribute table; indexed by enum reg_attr. */
+extern const struct reg_attr_def reg_attrs[REG_NATTRS];
+/* Attribute by file name for a type, or -ENOENT. */
+int reg_attr_lookup(enum reg_type type, const char *name);
+
+struct reg_backend;
+struct reg_opts {
+    size_t events_ring;          /* events kept for replay; 0 = 1024 */
+    unsigned max_instances;      /* per plugin; 0 = 10000 */
+    int64_t health_timeout_ms;   /* 0 = 30000 */
+    const struct reg_backend *backend; /* durable state (store.h); NULL = memory only */
+};
+
+struct reg;
+
+/* Make a registry. With opts->backend, restores what it holds (health
+ * unknown, reason "restored, not yet re-probed") and commits every later
+ * mutation to it before applying it. reg_close() leaves the backend open. */
+int reg_open(struct reg **out, const struct reg_opts *opts);
+void reg_close(struct reg *reg);
+
+/* ---- mutations ---- */
+int reg_plugin_create(struct reg *reg, enum reg_type type, const char *plugin);
+/* -ENOTEMPTY while it has instances. */
+int reg_plugin_remove(struct reg *reg, enum reg_type type, const char *plugin);
+/* Puts a new instance at the front; -EEXIST (nothing changes) if present,
+ * -ENOENT without the plugin, -ENOSPC past max_instances. */
+int reg_instance_register(struct reg *reg, enum reg_type type, const char *plugin,
+                          const char *alloc);
+int reg_instance_deregister(struct reg *reg, enum reg_type type, const char *plugin,
+                            const char *alloc);
+/* target NULL or "" clears. Absolute, at most 107 bytes. Resets health to
+ * unknown and clears the fingerprint; ready is kept. */
+int reg_socket_set(struct reg *reg, uint64_t inst, const char *target);
+/* Writable attribute: one trailing newline stripped; at most 4096 bytes, no
+ * NUL or newline inside (-EINVAL); len 0 clears. -EACCES if not writable. */
+int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
+                   const char *value, size_t len);
+
+/* What a plugin told us on the way to healthy (all strings NUL-terminated;
+ * topology and capabilities are newline-terminated lines, maybe empty). */
+struct reg_fingerprint {
+    const char *provider, *version, *nodeid;
+    int64_t max_volumes;
+    const char *topology, *capabilities;
+};
+enum reg_outcome { REG_PROBE_OK, REG_PROBE_NOT_READY, REG_PROBE_ERROR };
+struct reg_probe {
+    uint64_t gen;                   /* socket generation probed (reg_socket_gen) */
+    enum reg_outcome outcome;
+    const char *reason;             /* NOT_READY/ERROR: short and stable */
+    int64_t latency_us;
+    const struct reg_fingerprint *fp; /* required with OK unless healthy */
+};
+/* Apply one probe result through the health table of DESIGN section 3.
+ * -ESTALE if the socket changed since gen; -EINVAL for OK without a
+ * fingerprint while not healthy. A failed fingerprint (csi-node with an empty
+ * node id) counts as an error. Commits when ready or the fingerprint changes. */
+int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p);
+
+/* ---- reads ---- */
+struct reg_node {
+    enum reg_kind kind;
+    enum reg_type type;
+    uint64_t seq, parent;           /* parent: the plugin of an instance */
+    char plugin[REG_NAME_MAX + 1];
+    char alloc[REG_NAME_MAX + 1];   /* "" for a plugin */
+    int64_t registered_ns;          /* CLOCK_REALTIME of the mkdir */
+    int64_t changed_ns;             /* last change of the node (for ctime/mtime) */
+    /* plugin: current instance (0 if none) and instance count;
+     * instance: socket generation and health. */
+    uint64_t current;
+    uint32_t count;
+    uint64_t gen;
+    enum reg_health health;
+    bool ready, has_socket;
+};
+/* Node by seq, or -ENOENT. */
+int reg_get(struct reg *reg, uint64_t seq, struct reg_node *out);
+int reg_lookup_plugin(struct reg *reg, enum reg_type type, const char *plugin,
+                      struct reg_node *out);
+int reg_lookup_instance(struct reg *reg, uint64_t plugin_seq, const char *alloc,
+                        struct reg_node *out);
+/* Children of a type (parent 0, plugins) or of a plugin (instances), newest
+ * first, starting after the child with seq `after` (0 = from the start).
+ * fn returns non-zero to stop. */
+int reg_list(struct reg *reg, enum reg_type type, uint64_t parent, uint64_t after,
+             int (*fn)(const struct reg_node *n, void *arg), void *arg);
+/* The content of an attribute file into buf (up to cap bytes; always
+ * NUL-terminated if cap > 0). Returns the full length or a negative errno. */
+ssize_t reg_attr_show(struct reg *reg, uint64_t inst, enum reg_attr attr,
+                      char *buf, size_t cap);
+/* Symlink targets: the instance's socket, or the plugin's current alloc name.
+ * -ENOENT when unset. Return length as above. */
+ssize_t reg_socket_get(struct reg *reg, uint64_t inst, char *buf, size_t cap);
+ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap);
+
+/* The events ring (read it with events.h). */
+struct ev_ring *reg_events(struct reg *reg);
+
+/* ---- subscriptions ---- */
+enum reg_change_kind {
+    REG_C_PLUGIN_ADD, REG_C_PLUGIN_DEL, REG_C_INST_ADD, REG_C_INST_DEL,
+    REG_C_SOCKET, REG_C_ATTR, REG_C_HEALTH, REG_C_FINGERPRINT, REG_C_CURRENT
+};
+struct reg_change {
+    enum reg_change_kind kind;
+    enum reg_type type;
+    uint64_t plugin, inst;          /* seqs; inst 0 for plugin-level changes */
+    const char *plugin_name, *alloc_name;
+    enum reg_attr attr;             /* REG_C_ATTR */
+    uint64_t gen;                   /* REG_C_SOCKET: the new generation */
+};
+typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
+/* At most 8 subscribers; called in mutation order, after the change is
+ * visible to readers and before the mutating call returns. */
+int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
+
+#endif

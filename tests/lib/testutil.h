@@ -1,0 +1,27 @@
+/* Shared helpers for csifs tests.
+ *
+ * Deadlines in tests are liveness bounds, never speed claims: every bound goes
+ * through tu_ms(), which scales it by CSIFS_TEST_SLACK (default 1; 3 under ASan).
+ */
+#ifndef CSIFS_TESTUTIL_H
+#define CSIFS_TESTUTIL_H
+
+#include <stdint.h>
+#include <stdbool.h>
+
+/* ms scaled by CSIFS_TEST_SLACK. */
+int64_t tu_ms(int64_t ms);
+/* Monotonic clock in ms. */
+int64_t tu_now_ms(void);
+/* Sleep ms (unscaled). */
+void tu_sleep_ms(int64_t ms);
+/* Poll cond(arg) every 5 ms until it holds or tu_ms(timeout_ms) passes. */
+bool tu_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
+/* mkdtemp under $TMPDIR or /tmp with prefix "csifs-<tag>-"; returns malloc'd path. */
+char *tu_tmpdir(const char *tag);
+/* rm -rf path (best effort). */
+void tu_rmrf(const char *path);
+/* Directory holding the built binaries (BUILD env or "build"). */
+const char *tu_build_dir(void);
+
+#endif
