@@ -66,7 +66,7 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 void tu_rmrf(const char *path)
 {
     if (path)
-        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 const char *tu_build_dir(void)

@@ -1,0 +1,223 @@
+/* The events file: per-open cursors, deferred reads, interrupts, poll. */
+#include "fs/events_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct reader {
+    struct ev_cursor cur;
+    struct fuse_pollhandle *ph;      /* armed poll, or NULL */
+    struct reader *prev, *next;
+};
+
+/* A read kept for later. Found by id (never by pointer) from the interrupt
+ * callback, which libfuse may run concurrently with our reply. */
+struct waiter {
+    uint64_t id;
+    fuse_req_t req;
+    struct reader *r;
+    size_t size;
+    struct waiter *next;
+};
+
+struct fs_events {
+    pthread_mutex_t mu;
+    struct reader *readers;
+    struct waiter *waiting;
+    uint64_t next_id;
+};
+
+int fs_events_init(struct fs *fs)
+{
+    fs->events = calloc(1, sizeof(*fs->events));
+    if (!fs->events)
+        return -ENOMEM;
+    pthread_mutex_init(&fs->events->mu, NULL);
+    fs->events->next_id = 1;
+    return 0;
+}
+
+void fs_events_fini(struct fs *fs)
+{
+    struct fs_events *e = fs->events;
+    if (!e)
+        return;
+    while (e->waiting) {
+        struct waiter *w = e->waiting;
+        e->waiting = w->next;
+        fuse_reply_err(w->req, EINTR);
+        free(w);
+    }
+    while (e->readers) {
+        struct reader *r = e->readers;
+        e->readers = r->next;
+        if (r->ph)
+            fuse_pollhandle_destroy(r->ph);
+        free(r);
+    }
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+    fs->events = NULL;
+}
+
+int fs_events_open(struct fs *fs, struct fuse_file_info *fi)
+{
+    struct fs_events *e = fs->events;
+    struct reader *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    ev_cursor_init(reg_events(fs->reg), &r->cur);
+    pthread_mutex_lock(&e->mu);
+    r->next = e->readers;
+    if (e->readers)
+        e->readers->prev = r;
+    e->readers = r;
+    pthread_mutex_unlock(&e->mu);
+    fi->fh = (uintptr_t)r;
+    fi->direct_io = 1;
+    fi->nonseekable = 1;
+    return 0;
+}
+
+/* Answer a read from the ring; with e->mu held. Returns false (and does not
+ * answer) when there is nothing to read. */
+static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
+{
+    char stack[16384];
+    char *buf = size <= sizeof(stack) ? stack : malloc(size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return true;
+    }
+    size_t n = ev_read(reg_events(fs->reg), &r->cur, buf, size);
+    if (n)
+        fuse_reply_buf(req, buf, n);
+    if (buf != stack)
+        free(buf);
+    return n > 0;
+}
+
+static void on_interrupt(fuse_req_t req, void *data)
+{
+    struct fs *fs = fuse_req_userdata(req);
+    struct fs_events *e = fs->events;
+    uint64_t id = (uint64_t)(uintptr_t)data;
+    pthread_mutex_lock(&e->mu);
+    for (struct waiter **pp = &e->waiting; *pp; pp = &(*pp)->next) {
+        if ((*pp)->id == id) {
+            struct waiter *w = *pp;
+            *pp = w->next;
+            fuse_reply_err(w->req, EINTR);
+            free(w);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void fs_events_read(struct fs *fs, fuse_req_t req, size_t size, struct fuse_file_info *fi)
+{
+    struct fs_events *e = fs->events;
+    struct reader *r = (struct reader *)(uintptr_t)fi->fh;
+    struct waiter *w = NULL;
+    int err = 0;
+    if (!(fi->flags & O_NONBLOCK) && !(w = calloc(1, sizeof(*w)))) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    pthread_mutex_lock(&e->mu);
+    uint64_t id = e->next_id++;
+    pthread_mutex_unlock(&e->mu);
+    /* Registered before queueing: see on_interrupt. */
+    if (w)
+        fuse_req_interrupt_func(req, on_interrupt, (void *)(uintptr_t)id);
+    pthread_mutex_lock(&e->mu);
+    if (answer(fs, req, r, size))
+        err = 0;
+    else if (!w)
+        err = EAGAIN;
+    else if (fuse_req_interrupted(req))
+        err = EINTR;
+    else {
+        *w = (struct waiter){ .id = id, .req = req, .r = r, .size = size, .next = e->waiting };
+        e->waiting = w;
+        w = NULL;
+    }
+    pthread_mutex_unlock(&e->mu);
+    free(w);
+    if (err)
+        fuse_reply_err(req, err);
+}
+
+void fs_events_poll(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi,
+                    struct fuse_pollhandle *ph)
+{
+    struct fs_events *e = fs->events;
+    struct reader *r = (struct reader *)(uintptr_t)fi->fh;
+    pthread_mutex_lock(&e->mu);
+    bool ready = ev_ready(reg_events(fs->reg), &r->cur);
+    if (ph) {
+        if (r->ph)
+            fuse_pollhandle_destroy(r->ph);
+        r->ph = ph;
+    }
+    pthread_mutex_unlock(&e->mu);
+    fuse_reply_poll(req, ready ? POLLIN | POLLRDNORM : 0);
+}
+
+void fs_events_release(struct fs *fs, struct fuse_file_info *fi)
+{
+    struct fs_events *e = fs->events;
+    struct reader *r = (struct reader *)(uintptr_t)fi->fh;
+    if (!r)
+        return;
+    pthread_mutex_lock(&e->mu);
+    for (struct waiter **pp = &e->waiting; *pp;) {
+        if ((*pp)->r == r) {
+            struct waiter *w = *pp;
+            *pp = w->next;
+            fuse_reply_err(w->req, EINTR);
+            free(w);
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        e->readers = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    if (r->ph)
+        fuse_pollhandle_destroy(r->ph);
+    pthread_mutex_unlock(&e->mu);
+    free(r);
+}
+
+void fs_events_wake(struct fs *fs)
+{
+    struct fs_events *e = fs->events;
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    for (struct waiter **pp = &e->waiting; *pp;) {
+        struct waiter *w = *pp;
+        if (answer(fs, w->req, w->r, w->size)) {
+            *pp = w->next;
+            free(w);
+        } else {
+            pp = &w->next;
+        }
+    }
+    for (struct reader *r = e->readers; r; r = r->next) {
+        if (r->ph && ev_ready(reg_events(fs->reg), &r->cur)) {
+            fuse_lowlevel_notify_poll(r->ph);
+            fuse_pollhandle_destroy(r->ph);
+            r->ph = NULL;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}

@@ -1,0 +1,110 @@
+/* Session set-up: mount, attach to the registry, the request loop. */
+#include "fs/node.h"
+#include "fs/events_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <time.h>
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    /* O_TRUNC comes with open, so `echo x > attr` is one change, not two. */
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+        conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
+static void on_change(const struct reg_change *c, void *arg)
+{
+    (void)c;
+    fs_events_wake(arg);
+}
+
+int fs_mount(struct fs **out, const struct fs_opts *o)
+{
+    struct fs *fs = calloc(1, sizeof(*fs));
+    if (!fs || !(fs->mountpoint = strdup(o->mountpoint))) {
+        free(fs);
+        return -ENOMEM;
+    }
+    fs->has_registrar = o->has_registrar;
+    fs->gid = o->registrar_gid;
+    fs->mount_ns = (int64_t)time(NULL) * 1000000000;
+    pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
+    int rc = fs_events_init(fs);
+
+    struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+    for (int k = 0; rc == 0 && k < o->argc; k++)
+        if (fuse_opt_add_arg(&args, o->argv[k]) < 0)
+            rc = -ENOMEM;
+    if (rc == 0 && o->argc == 0 && fuse_opt_add_arg(&args, "csifs") < 0)
+        rc = -ENOMEM;
+    if (rc == 0 && fuse_opt_add_arg(&args, "-oallow_other,default_permissions,"
+                                           "fsname=csifs,subtype=csifs") < 0)
+        rc = -ENOMEM;
+    struct fuse_lowlevel_ops ops = { .init = op_init };
+    fs_ops_read(&ops);
+    fs_ops_write(&ops);
+    if (rc == 0 && !(fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs)))
+        rc = -EINVAL;
+    fuse_opt_free_args(&args);
+    if (rc == 0 && fuse_session_mount(fs->se, fs->mountpoint) != 0)
+        rc = -EIO;
+    if (rc < 0) {
+        fs_destroy(fs);
+        return rc;
+    }
+    fs->mounted = true;
+    *out = fs;
+    return 0;
+}
+
+int fs_attach(struct fs *fs, struct reg *reg)
+{
+    fs->reg = reg;
+    return reg_subscribe(reg, on_change, fs);
+}
+
+int fs_loop(struct fs *fs, bool signals)
+{
+    if (signals && fuse_set_signal_handlers(fs->se) != 0)
+        return -EIO;
+    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+    if (!cfg)
+        return -ENOMEM;
+    fuse_loop_cfg_set_idle_threads(cfg, 10);
+    fuse_loop_cfg_set_max_threads(cfg, 64);
+    int rc = fuse_session_loop_mt(fs->se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+    if (signals)
+        fuse_remove_signal_handlers(fs->se);
+    return rc < 0 ? rc : 0;
+}
+
+void fs_exit(struct fs *fs)
+{
+    fuse_session_exit(fs->se);
+    /* Wake the workers blocked reading /dev/fuse: a lazy unmount ends the
+     * connection, and the loop returns. */
+    umount2(fs->mountpoint, MNT_DETACH);
+}
+
+void fs_destroy(struct fs *fs)
+{
+    if (!fs)
+        return;
+    if (fs->se) {
+        fs_events_fini(fs);
+        if (fs->mounted)
+            fuse_session_unmount(fs->se);
+        fuse_session_destroy(fs->se);
+    } else {
+        fs_events_fini(fs);
+    }
+    pending_fini(&fs->pend);
+    free(fs->mountpoint);
+    free(fs);
+}

@@ -1,0 +1,39 @@
+/* fs: the csifs FUSE filesystem (libfuse low-level API) over a registry.
+ *
+ * fs_mount() creates the session and mounts (no threads, no registry yet:
+ * DESIGN section 7 mounts before daemonizing); fs_attach() hands it the
+ * registry; fs_loop() serves requests on worker threads until unmounted,
+ * fs_exit() or a signal.
+ */
+#ifndef CSIFS_FS_H
+#define CSIFS_FS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "registry/registry.h"
+
+struct fs_opts {
+    const char *mountpoint;
+    int argc;                  /* FUSE options (argv[0] first), e.g. -d, -o ... */
+    char **argv;
+    bool has_registrar;        /* registrar_gid given */
+    gid_t registrar_gid;
+    int64_t pending_ttl_ms;    /* pending links (ln -sfn); 0 = 10 s */
+};
+
+struct fs;
+
+int fs_mount(struct fs **out, const struct fs_opts *opts);
+/* Serve reg from now on. Must be called once, before fs_loop. */
+int fs_attach(struct fs *fs, struct reg *reg);
+/* Serve until unmounted or asked to exit; returns 0 or a negative errno.
+ * signals: SIGTERM, SIGINT and SIGHUP end the loop (libfuse's handlers). */
+int fs_loop(struct fs *fs, bool signals);
+/* Make fs_loop return (any thread). */
+void fs_exit(struct fs *fs);
+/* Unmount (if still mounted) and free. */
+void fs_destroy(struct fs *fs);
+
+#endif

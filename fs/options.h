@@ -1,0 +1,32 @@
+/* The csifs command line (DESIGN section 9), parsed with libfuse's fuse_opt:
+ *   csifs [-f] [-d] [-o opt[,opt...]] [MOUNTPOINT]
+ * Our options are taken out; the rest (argv[0], -d, other -o) is left in
+ * o->fuse for fuse_session_new. */
+#ifndef CSIFS_OPTIONS_H
+#define CSIFS_OPTIONS_H
+
+#include <fuse_opt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CSIFS_VERSION "0.1.0"
+
+struct csifs_opts {
+    char *mountpoint, *state;
+    bool foreground, debug, nosync, help, version;
+    int64_t heartbeat_ms, probe_timeout_ms, health_timeout_ms;
+    bool has_registrar;
+    gid_t registrar_gid;
+    unsigned events_ring, max_instances;
+    struct fuse_args fuse;
+};
+
+/* 0, or -EINVAL with a message in err. Free with fs_opts_free. */
+int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, size_t errlen);
+void fs_opts_free(struct csifs_opts *o);
+void fs_print_help(const char *prog);
+/* "250ms", "5s", "2m", "30" (seconds) -> ms; -EINVAL. */
+int fs_parse_duration(const char *s, int64_t *ms);
+
+#endif
