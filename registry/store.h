@@ -71,4 +71,51 @@ struct reg_backend {
     void *ctx;
 };
 
+/* ---- the LMDB store (store.c, store_check.c, store_upgrade.c) ----
+ *
+ * An LMDB environment in a state directory (created 0700; map size 1 GiB; no
+ * MDB_WRITEMAP; mdb_reader_check at open) plus <dir>/csifs.lock, flock()ed
+ * and holding the owner's pid, so that one process at a time uses a state
+ * dir. Keys and records: proto/registry.proto. Every record carries a CRC32.
+ *
+ * Opening validates the whole store read-only first (store_check), so a
+ * refused store's data.mdb is left byte-for-byte untouched. Refusals, each
+ * with a message in err naming the file and the problem:
+ *   -EBUSY            another process holds the state dir ("<dir>/csifs.lock:
+ *                     state dir in use by pid N")
+ *   -ENOTSUP          unknown schema version (neither 1 nor 2)
+ *   -ENOKEY           the version key is missing on a non-empty store
+ *   -EUCLEAN          LMDB structure damaged: MDB_INVALID, MDB_CORRUPTED,
+ *                     MDB_PAGE_NOTFOUND, or a bad page found by our own walk
+ *   -EPROTONOSUPPORT  MDB_VERSION_MISMATCH: LMDB file format of another build
+ *   -ENODATA          data.mdb is shorter than its meta page says (truncated)
+ *   -EBADMSG          a record fails its CRC32, does not decode, or does not
+ *                     fit the layout (bad key, name, dangling instance...)
+ * Other failures are the system's negative errno (-EACCES, -ENOTDIR, -EIO...).
+ *
+ * A version 1 store is upgraded to version 2 at open, in one write
+ * transaction, after a compacted copy to <dir>/backup-v1-<YYYYMMDDTHHMMSSZ>/.
+ */
+#define STORE_NOSYNC 1u              /* commit without fsync: benchmarks only */
+#define STORE_VERSION 2              /* the schema version this code writes */
+
+struct store;
+
+/* Open (creating if needed) the store in dir for this process. err (may be
+ * NULL) receives a one-line message on failure. */
+int store_open(struct store **out, const char *dir, unsigned flags, char *err,
+               size_t errlen);
+void store_close(struct store *st);
+/* The registry's view of the store (reg_opts.backend); valid until close.
+ * Its commit returns 0 once durable, or -ENOSPC (map or disk full) or -EIO
+ * with nothing written. */
+const struct reg_backend *store_backend(struct store *st);
+/* Validate dir as store_open would, read-only: never creates or writes a
+ * file (the lock is tested with a shared flock). 0 when dir or its data.mdb
+ * does not exist yet. Returns 0 or a refusal above. */
+int store_check(const char *dir, char *err, size_t errlen);
+/* CRC-32 (IEEE 802.3, as zlib's crc32): crc 0 to start, chain by passing
+ * the previous result. */
+uint32_t store_crc32(uint32_t crc, const void *buf, size_t len);
+
 #endif

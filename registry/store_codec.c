@@ -1,0 +1,424 @@
+/* The store's records: CRC32, keys, the value header, protobuf packing and
+ * the checks every record passes on its own (layout in store_int.h and
+ * proto/registry.proto). */
+#include "registry/store_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- CRC32 (reflected IEEE polynomial, table-driven) ---- */
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+uint32_t store_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    pthread_once(&crc_once, crc_init);
+    const unsigned char *p = buf;
+    crc = ~crc;
+    while (len--)
+        crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void store_sort_u64(uint64_t *v, size_t n)
+{
+    if (n)
+        qsort(v, n, sizeof(*v), cmp_u64);
+}
+
+/* ---- messages ---- */
+
+int store_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *store_key_text(const MDB_val *key, char *buf, size_t cap)
+{
+    const unsigned char *k = key->mv_data;
+    size_t o = 0;
+    for (size_t i = 0; i < key->mv_size && o + 5 < cap; i++) {
+        if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '"' && k[i] != '\\')
+            buf[o++] = (char)k[i];
+        else
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", k[i]);
+    }
+    buf[o < cap ? o : cap - 1] = '\0';
+    return buf;
+}
+
+/* ---- keys ---- */
+
+const MDB_val store_key_version = { 7, "version" };
+const MDB_val store_key_meta = { 4, "meta" };
+
+static void key_fmt(MDB_val *key, char *buf, const char *prefix, enum reg_type type,
+                    const char *plugin, const char *alloc)
+{
+    int n = snprintf(buf, STORE_KEY_MAX, "%s%s/%s%s%s", prefix, reg_type_names[type], plugin,
+                     alloc ? "/" : "", alloc ? alloc : "");
+    key->mv_data = buf;
+    key->mv_size = n < 0 ? 0 : n >= STORE_KEY_MAX ? STORE_KEY_MAX - 1 : (size_t)n;
+}
+
+void store_key_plugin(MDB_val *key, char *buf, enum reg_type type, const char *plugin)
+{
+    key_fmt(key, buf, "p/", type, plugin, NULL);
+}
+
+void store_key_inst(MDB_val *key, char *buf, enum reg_type type, const char *plugin,
+                    const char *alloc)
+{
+    key_fmt(key, buf, "i/", type, plugin, alloc);
+}
+
+void store_key_v1(MDB_val *key, char *buf, enum reg_type type, const char *plugin)
+{
+    key_fmt(key, buf, "", type, plugin, NULL);
+}
+
+static bool key_eq(const MDB_val *a, const MDB_val *b)
+{
+    return a->mv_size == b->mv_size && !memcmp(a->mv_data, b->mv_data, a->mv_size);
+}
+
+/* ---- values ---- */
+
+static uint32_t record_crc(const MDB_val *key, const unsigned char *val, size_t len)
+{
+    uint32_t crc = store_crc32(0, key->mv_data, key->mv_size);
+    crc = store_crc32(crc, val, 4);
+    return store_crc32(crc, val + STORE_HDR, len - STORE_HDR);
+}
+
+int store_put_msg(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
+                  const ProtobufCMessage *msg)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    MDB_val val = { STORE_HDR + n, NULL };
+    int rc = mdb_put(txn, dbi, (MDB_val *)key, &val, MDB_RESERVE);
+    if (rc != 0)
+        return rc;
+    unsigned char *v = val.mv_data;
+    v[0] = STORE_HDR_FORMAT;
+    v[1] = (unsigned char)kind;
+    v[2] = v[3] = 0;
+    protobuf_c_message_pack(msg, v + STORE_HDR);
+    uint32_t crc = record_crc(key, v, val.mv_size);
+    for (int i = 0; i < 4; i++)
+        v[4 + i] = (unsigned char)(crc >> (8 * i));
+    return 0;
+}
+
+static const ProtobufCMessageDescriptor *kind_desc(enum store_kind kind)
+{
+    switch (kind) {
+    case SK_PLUGIN: return &csifs__store__plugin__descriptor;
+    case SK_INST: return &csifs__store__instance__descriptor;
+    case SK_META: return &csifs__store__meta__descriptor;
+    case SK_V1_PLUGIN: return &csifs__store__v1_plugin__descriptor;
+    case SK_V1_META: return &csifs__store__v1_meta__descriptor;
+    }
+    return NULL;
+}
+
+ProtobufCMessage *store_unpack(const MDB_val *key, const MDB_val *val, enum store_kind kind,
+                               char *why, size_t whylen)
+{
+    const unsigned char *v = val->mv_data;
+    if (val->mv_size < STORE_HDR || v[0] != STORE_HDR_FORMAT || v[2] || v[3]) {
+        snprintf(why, whylen, "has no valid record header");
+        return NULL;
+    }
+    uint32_t stored = (uint32_t)v[4] | (uint32_t)v[5] << 8 | (uint32_t)v[6] << 16 |
+                      (uint32_t)v[7] << 24;
+    uint32_t crc = record_crc(key, v, val->mv_size);
+    if (stored != crc) {
+        snprintf(why, whylen, "fails its checksum (CRC32 stored 0x%08x, computed 0x%08x)",
+                 stored, crc);
+        return NULL;
+    }
+    const ProtobufCMessageDescriptor *d = kind_desc(kind);
+    if (v[1] != kind) {
+        snprintf(why, whylen, "is a record of kind %u where kind %u (%s) belongs", v[1], kind,
+                 d->short_name);
+        return NULL;
+    }
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, val->mv_size - STORE_HDR,
+                                                    v + STORE_HDR);
+    if (!m)
+        snprintf(why, whylen, "does not decode as %s", d->short_name);
+    return m;
+}
+
+/* ---- version ---- */
+
+void store_version_val(int version, MDB_val *val, char *buf)
+{
+    int n = snprintf(buf, 12, "%d", version);
+    val->mv_data = buf;
+    val->mv_size = n > 0 ? (size_t)n : 0;
+}
+
+int store_read_version(MDB_txn *txn, MDB_dbi dbi, int *version, const char *file,
+                       char *err, size_t errlen)
+{
+    MDB_val val;
+    int rc = mdb_get(txn, dbi, (MDB_val *)&store_key_version, &val);
+    if (rc == MDB_NOTFOUND) {
+        MDB_stat st;
+        if ((rc = mdb_stat(txn, dbi, &st)) != 0)
+            return store_fail(err, errlen, store_errno(rc), "%s: %s", file,
+                              mdb_strerror(rc));
+        *version = 0;
+        if (st.ms_entries == 0)
+            return 0;
+        return store_fail(err, errlen, -ENOKEY,
+                          "%s: the version key is missing but the store holds %zu "
+                          "records: not a csifs store, or damaged", file, st.ms_entries);
+    }
+    if (rc != 0)
+        return store_fail(err, errlen, store_errno(rc), "%s: reading the version: %s",
+                          file, mdb_strerror(rc));
+    for (int v = 1; v <= STORE_VERSION; v++) {
+        char buf[12];
+        MDB_val want;
+        store_version_val(v, &want, buf);
+        if (key_eq(&val, &want)) {
+            *version = v;
+            return 0;
+        }
+    }
+    char text[64];
+    return store_fail(err, errlen, -ENOTSUP,
+                      "%s: unknown schema version \"%s\" (this csifs knows 1 to %d)", file,
+                      store_key_text(&val, text, sizeof(text)), STORE_VERSION);
+}
+
+/* ---- conversions ---- */
+
+static const char *str(const char *s)
+{
+    return s ? s : "";
+}
+
+void store_plugin_from_pb(const Csifs__Store__Plugin *m, struct store_plugin *p)
+{
+    p->type = (enum reg_type)m->type;
+    p->name = str(m->name);
+    p->seq = m->seq;
+    p->registered_ns = m->registered_ns;
+}
+
+void store_inst_from_pb(const Csifs__Store__Instance *m, struct store_inst *i)
+{
+    memset(i, 0, sizeof(*i));
+    i->type = (enum reg_type)m->type;
+    i->plugin = str(m->plugin);
+    i->alloc = str(m->alloc);
+    i->seq = m->seq;
+    i->registered_ns = m->registered_ns;
+    i->socket = str(m->socket);
+    i->ready = m->ready;
+    const Csifs__Store__Fingerprint *f = m->fp;
+    i->fp.provider = str(f ? f->provider : NULL);
+    i->fp.version = str(f ? f->version : NULL);
+    i->fp.nodeid = str(f ? f->nodeid : NULL);
+    i->fp.max_volumes = f ? f->max_volumes : 0;
+    i->fp.topology = str(f ? f->topology : NULL);
+    i->fp.capabilities = str(f ? f->capabilities : NULL);
+    i->mount_point = str(m->mount_point);
+    i->container_mount_point = str(m->container_mount_point);
+}
+
+void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
+                      Csifs__Store__Fingerprint *fp)
+{
+    csifs__store__instance__init(m);
+    csifs__store__fingerprint__init(fp);
+    m->type = (Csifs__Store__PluginType)i->type;
+    m->plugin = (char *)i->plugin;
+    m->alloc = (char *)i->alloc;
+    m->seq = i->seq;
+    m->registered_ns = i->registered_ns;
+    m->socket = (char *)str(i->socket);
+    m->ready = i->ready;
+    fp->provider = (char *)str(i->fp.provider);
+    fp->version = (char *)str(i->fp.version);
+    fp->nodeid = (char *)str(i->fp.nodeid);
+    fp->max_volumes = i->fp.max_volumes;
+    fp->topology = (char *)str(i->fp.topology);
+    fp->capabilities = (char *)str(i->fp.capabilities);
+    if (*fp->provider || *fp->version || *fp->nodeid || fp->max_volumes || *fp->topology ||
+        *fp->capabilities)
+        m->fp = fp;
+    m->mount_point = (char *)str(i->mount_point);
+    m->container_mount_point = (char *)str(i->container_mount_point);
+}
+
+/* ---- checks of one record ---- */
+
+/* msg when v is not a valid writable attribute value, else NULL. */
+static const char *check_value(const char *msg, const char *v)
+{
+    return strlen(v) > REG_VALUE_MAX || strchr(v, '\n') ? msg : NULL;
+}
+
+/* The fields of an instance that both schema versions share. */
+static const char *check_inst(const char *alloc, const char *socket, const char *mp,
+                              const char *cmp)
+{
+    if (reg_name_check(alloc) < 0)
+        return "has an invalid alloc name";
+    if (*socket && (socket[0] != '/' || strlen(socket) > REG_SOCKET_MAX))
+        return "has an invalid socket";
+    const char *why = check_value("has an invalid mount_point", mp);
+    return why ? why : check_value("has an invalid container_mount_point", cmp);
+}
+
+/* Why msg (of kind, found under key) is not a valid record, or NULL. */
+static const char *check_rec(enum store_kind kind, const ProtobufCMessage *msg,
+                             const MDB_val *key, struct store_scan *s)
+{
+    char buf[STORE_KEY_MAX];
+    MDB_val want = { 0, NULL };
+    unsigned type = 0;
+    const char *name = "", *why = NULL;
+    if (kind == SK_PLUGIN) {
+        const Csifs__Store__Plugin *p = (const void *)msg;
+        type = p->type;
+        name = str(p->name);
+        if (p->seq == 0)
+            why = "has no sequence number";
+    } else if (kind == SK_INST) {
+        const Csifs__Store__Instance *i = (const void *)msg;
+        type = i->type;
+        name = str(i->plugin);
+        why = i->seq == 0 ? "has no sequence number"
+              : check_inst(str(i->alloc), str(i->socket), str(i->mount_point),
+                           str(i->container_mount_point));
+        if (type < REG_NTYPES && !why)
+            store_key_inst(&want, buf, type, name, str(i->alloc));
+    } else if (kind == SK_V1_PLUGIN) {
+        const Csifs__Store__V1Plugin *p = (const void *)msg;
+        const Csifs__Store__V1Instance *i = p->instance;
+        type = p->type;
+        name = str(p->name);
+        if (i)
+            why = check_inst(str(i->alloc), str(i->socket), str(i->mount_point),
+                             str(i->container_mount_point));
+    } else {
+        const Csifs__Store__Meta *m = (const void *)msg;
+        const Csifs__Store__V1Meta *m1 = (const void *)msg;
+        s->has_meta = true;
+        s->meta.next_seq = kind == SK_META ? m->next_seq : 1;
+        s->meta.ev_reserved = kind == SK_META ? m->ev_reserved : m1->ev_reserved;
+        return NULL;
+    }
+    if (why)
+        return why;
+    if (type >= REG_NTYPES)
+        return "has an unknown plugin type";
+    if (reg_name_check(name) < 0)
+        return "has an invalid plugin name";
+    if (kind == SK_PLUGIN)
+        store_key_plugin(&want, buf, type, name);
+    else if (kind == SK_V1_PLUGIN)
+        store_key_v1(&want, buf, type, name);
+    return key_eq(key, &want) ? NULL : "does not match its key";
+}
+
+static enum store_kind kind_of(int version, const MDB_val *key)
+{
+    const char *k = key->mv_data;
+    if (key_eq(key, &store_key_meta))
+        return version == 1 ? SK_V1_META : SK_META;
+    if (version == 1)
+        return SK_V1_PLUGIN;
+    if (key->mv_size > 2 && k[0] == 'p' && k[1] == '/')
+        return SK_PLUGIN;
+    if (key->mv_size > 2 && k[0] == 'i' && k[1] == '/')
+        return SK_INST;
+    return 0;
+}
+
+int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
+               const char *file, char *err, size_t errlen)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, dbi, &c);
+    if (rc != 0)
+        return store_fail(err, errlen, store_errno(rc), "%s: %s", file, mdb_strerror(rc));
+    MDB_val key, val;
+    char kt[STORE_KEY_MAX * 2], why[160];
+    s->has_meta = false;
+    int op = MDB_FIRST;
+    while ((rc = mdb_cursor_get(c, &key, &val, op)) == 0) {
+        op = MDB_NEXT;
+        if (key_eq(&key, &store_key_version))
+            continue;
+        enum store_kind kind = kind_of(version, &key);
+        ProtobufCMessage *m = NULL;
+        const char *bad = "is not a key of schema version 2";
+        if (kind && (m = store_unpack(&key, &val, kind, why, sizeof(why))))
+            bad = check_rec(kind, m, &key, s);
+        else if (kind)
+            bad = why;
+        int kept = bad ? -EBADMSG : kind == SK_META || kind == SK_V1_META ? 0
+                                  : s->rec(s->arg, kind, m);
+        if (kept <= 0 && m)
+            protobuf_c_message_free_unpacked(m, NULL);
+        if (bad || kept < 0) {        /* rec() wrote its own message */
+            mdb_cursor_close(c);
+            return bad ? store_fail(err, errlen, -EBADMSG, "%s: record \"%s\" %s", file,
+                                    store_key_text(&key, kt, sizeof(kt)), bad)
+                       : kept;
+        }
+    }
+    mdb_cursor_close(c);
+    if (rc != MDB_NOTFOUND)
+        return store_fail(err, errlen, store_errno(rc), "%s: %s", file, mdb_strerror(rc));
+    return 0;
+}
+
+int store_errno(int rc)
+{
+    switch (rc) {
+    case MDB_INVALID:
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+        return -EUCLEAN;
+    case MDB_VERSION_MISMATCH:
+        return -EPROTONOSUPPORT;
+    case MDB_MAP_FULL:
+        return -ENOSPC;
+    default:
+        return rc > 0 && rc < 4096 ? -rc : -EIO;
+    }
+}

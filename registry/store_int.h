@@ -1,0 +1,111 @@
+/* Internal to the LMDB store (registry/store*.c) and its test tools.
+ *
+ * A value in LMDB is an 8-byte header followed by a packed protobuf message
+ * (proto/registry.proto):
+ *   byte 0     STORE_HDR_FORMAT (1)
+ *   byte 1     the record kind (enum store_kind)
+ *   bytes 2-3  zero
+ *   bytes 4-7  CRC32, little endian, of the key, then bytes 0-3, then the
+ *              payload: a record moved under another key fails it too.
+ * The "version" key is the exception: plain ASCII digits, no header.
+ */
+#ifndef CSIFS_STORE_INT_H
+#define CSIFS_STORE_INT_H
+
+#include <lmdb.h>
+#include <stdarg.h>
+
+#include "proto/registry.pb-c.h"
+#include "registry/store.h"
+
+#define STORE_MAP_SIZE (1ull << 30)
+#define STORE_DATA "data.mdb"
+#define STORE_LOCK "csifs.lock"
+#define STORE_HDR 8
+#define STORE_HDR_FORMAT 1
+#define STORE_KEY_MAX 160            /* "i/csi-controller/<63>/<63>" fits */
+
+enum store_kind {
+    SK_PLUGIN = 1, SK_INST = 2, SK_META = 3,     /* schema version 2 */
+    SK_V1_PLUGIN = 11, SK_V1_META = 13,          /* schema version 1 */
+};
+
+extern const MDB_val store_key_version, store_key_meta;
+
+/* Sort n numbers ascending (v may be NULL when n is 0). */
+void store_sort_u64(uint64_t *v, size_t n);
+/* Format a message into err (may be NULL) and return code. */
+int store_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A key as printable text (non-printable bytes as \xNN), for messages. */
+const char *store_key_text(const MDB_val *key, char *buf, size_t cap);
+
+/* Keys of schema version 2 ("p/<type>/<plugin>", "i/<type>/<plugin>/<alloc>")
+ * and of version 1 ("<type>/<plugin>"); buf holds STORE_KEY_MAX bytes. */
+void store_key_plugin(MDB_val *key, char *buf, enum reg_type type, const char *plugin);
+void store_key_inst(MDB_val *key, char *buf, enum reg_type type, const char *plugin,
+                    const char *alloc);
+void store_key_v1(MDB_val *key, char *buf, enum reg_type type, const char *plugin);
+
+/* Put msg under key as one record of kind (header, CRC, packed message),
+ * written in place with MDB_RESERVE. Returns an LMDB code. */
+int store_put_msg(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
+                  const ProtobufCMessage *msg);
+/* Check the header and CRC of a record of the expected kind and unpack it.
+ * Returns the message (free with protobuf_c_message_free_unpacked) or NULL
+ * with *why saying what is wrong. */
+ProtobufCMessage *store_unpack(const MDB_val *key, const MDB_val *val, enum store_kind kind,
+                               char *why, size_t whylen);
+
+/* The schema version: 1 or 2; 0 for an empty database. Refuses (-ENOKEY,
+ * -ENOTSUP) a missing version on a non-empty database or an unknown one. */
+int store_read_version(MDB_txn *txn, MDB_dbi dbi, int *version, const char *file,
+                       char *err, size_t errlen);
+/* ASCII value of the version key. */
+void store_version_val(int version, MDB_val *val, char *buf);
+
+/* Every record of a database of schema `version`, decoded and checked on its
+ * own (header, CRC, key matching the content, valid type, names and values),
+ * handed to rec(); the meta record fills meta and sets has_meta. rec returns
+ * 1 when it keeps msg (it frees it later), 0 when scan may free it, or a
+ * negative errno to stop (having written its own message to err, if any).
+ * Refusals as store.h (-EBADMSG, -EUCLEAN). */
+struct store_scan {
+    int (*rec)(void *arg, enum store_kind kind, ProtobufCMessage *msg);
+    void *arg;
+    struct store_meta meta;
+    bool has_meta;
+};
+int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
+               const char *file, char *err, size_t errlen);
+
+/* The registry's records from and to protobuf. The store_* structs point
+ * into the message (or its strings): valid while the message lives. */
+void store_plugin_from_pb(const Csifs__Store__Plugin *m, struct store_plugin *p);
+void store_inst_from_pb(const Csifs__Store__Instance *m, struct store_inst *i);
+/* fp: storage for the fingerprint submessage (left out when all empty). */
+void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
+                      Csifs__Store__Fingerprint *fp);
+
+/* An LMDB or system error as a negative errno: the refusal codes of store.h
+ * for LMDB's corruption codes, -ENOSPC for a full map, else -errno or -EIO. */
+int store_errno(int mdb_rc);
+/* Walk data.mdb with pread before LMDB maps it (store_pages.c): both meta
+ * pages as LMDB checks them, every page reachable from the newest one within
+ * the file and well formed, and no page the meta counts missing from the end
+ * of the file unless the free list holds it. */
+int store_check_pages(const char *file, char *err, size_t errlen);
+/* Validate the store in dir read-only (store_check.c); *version as
+ * store_read_version, 0 also when there is no data.mdb yet. */
+int store_validate(const char *dir, int *version, char *err, size_t errlen);
+/* flock <dir>/csifs.lock: excl (store_open) creates it and writes our pid;
+ * shared (store_check) only tests it, and *fd stays -1 when there is no lock
+ * file. -EBUSY "state dir in use by pid N" when another process holds it. */
+int store_lock(const char *dir, bool excl, int *fd, char *err, size_t errlen);
+/* fsync a directory or file by path. */
+int store_fsync_path(const char *path, bool dir);
+
+/* store_upgrade.c: back up and upgrade a version 1 store opened read-write. */
+int store_upgrade_v1(MDB_env *env, MDB_dbi dbi, const char *dir, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,322 @@
+/* A look at data.mdb with pread() before LMDB maps it.
+ *
+ * LMDB trusts its file: a page past the end of a truncated file is a SIGBUS
+ * when read through the map, and a garbled page can send it anywhere. So
+ * before the store opens an environment we read the two meta pages as
+ * mdb_env_read_header() does, pick the newest, and walk every page reachable
+ * from it (the free-page tree and the main tree) checking that each lies
+ * inside the file and is well formed. The file may end before the meta's last
+ * page only where those pages are free (LMDB does not write pages it freed in
+ * the same transaction), so a missing tail page that the free list does not
+ * hold means the file was truncated.
+ *
+ * The on-disk layout is LMDB 0.9's (lmdb/mdb.c, MDB_DEVEL off), native
+ * endian: page header {pgno_t pgno; u16 pad; u16 flags; u16 lower, upper |
+ * u32 overflow pages}, 16 bytes; nodes {u16 lo, hi, flags, ksize; key; data};
+ * the meta {u32 magic, version; ptr address; size_t mapsize; MDB_db dbs[2];
+ * pgno_t last_pg; txnid_t txnid} follows the header of pages 0 and 1.
+ */
+#include "registry/store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGEHDRSZ 16u
+#define NODESIZE 8u
+#define META_SIZE 152u               /* page header + MDB_meta */
+#define P_BRANCH 0x01
+#define P_LEAF 0x02
+#define P_OVERFLOW 0x04
+#define P_META 0x08
+#define F_BIGDATA 0x01
+#define MDB_MAGIC 0xBEEFC0DEu
+#define MDB_DATA_VERSION 1u
+#define P_INVALID (~(uint64_t)0)
+#define MAX_DEPTH 32                 /* LMDB's CURSOR_STACK */
+
+/* Offsets in a meta page. */
+#define O_FLAGS 10
+#define O_MAGIC 16
+#define O_VERSION 20
+#define O_PSIZE 40                   /* dbs[FREE].md_pad */
+#define O_FREE_ROOT 80
+#define O_MAIN_ROOT 128
+#define O_LAST_PG 136
+#define O_TXNID 144
+
+struct meta {
+    uint32_t psize;
+    uint64_t roots[2];               /* free, main */
+    uint64_t last_pg, txnid;
+};
+
+struct walk {
+    int fd;
+    const char *file;
+    char *err;
+    size_t errlen;
+    uint64_t size;                   /* of the file, bytes */
+    struct meta m;
+    uint64_t visited;
+    uint64_t *tail;                  /* free pages at or past the end of the file */
+    size_t ntail, captail;
+};
+
+static uint16_t rd16(const unsigned char *p, size_t o)
+{
+    uint16_t v;
+    memcpy(&v, p + o, sizeof(v));
+    return v;
+}
+
+static uint32_t rd32(const unsigned char *p, size_t o)
+{
+    uint32_t v;
+    memcpy(&v, p + o, sizeof(v));
+    return v;
+}
+
+static uint64_t rd64(const unsigned char *p, size_t o)
+{
+    uint64_t v;
+    memcpy(&v, p + o, sizeof(v));
+    return v;
+}
+
+static int bad_page(struct walk *w, uint64_t pgno, const char *what)
+{
+    return store_fail(w->err, w->errlen, -EUCLEAN,
+                      "%s: page %llu %s: the LMDB environment is corrupted", w->file,
+                      (unsigned long long)pgno, what);
+}
+
+/* Pages [pgno, pgno + n) are counted by the meta and lie in the file. */
+static int check_range(struct walk *w, uint64_t pgno, uint64_t n)
+{
+    uint64_t ps = w->m.psize;
+    if (pgno < 2 || n == 0 || pgno + n - 1 > w->m.last_pg || pgno + n < pgno)
+        return bad_page(w, pgno, "is referenced but lies outside the pages the meta counts");
+    if ((pgno + n) * ps > w->size)
+        return store_fail(w->err, w->errlen, -ENODATA,
+                          "%s: truncated: page %llu lies past the end of the file "
+                          "(%llu bytes, its meta page says %llu pages of %u bytes)",
+                          w->file, (unsigned long long)(pgno + n - 1),
+                          (unsigned long long)w->size, (unsigned long long)w->m.last_pg + 1,
+                          w->m.psize);
+    return 0;
+}
+
+/* Read pages [pgno, pgno + n) into buf, checking they exist. */
+static int read_pages(struct walk *w, uint64_t pgno, uint64_t n, unsigned char *buf)
+{
+    uint64_t ps = w->m.psize;
+    int rc = check_range(w, pgno, n);
+    if (rc < 0)
+        return rc;
+    ssize_t r = pread(w->fd, buf, n * ps, (off_t)(pgno * ps));
+    if (r < 0)
+        return store_fail(w->err, w->errlen, -errno, "%s: read: %s", w->file, strerror(errno));
+    if ((uint64_t)r != n * ps)
+        return store_fail(w->err, w->errlen, -EIO, "%s: short read at page %llu", w->file,
+                          (unsigned long long)pgno);
+    if (rd64(buf, 0) != pgno)
+        return bad_page(w, pgno, "holds another page number");
+    return 0;
+}
+
+static int walk_tree(struct walk *w, uint64_t pgno, int depth, bool freedb);
+
+static int add_tail(struct walk *w, uint64_t pgno)
+{
+    if (w->ntail == w->captail) {
+        size_t cap = w->captail ? w->captail * 2 : 64;
+        uint64_t *t = realloc(w->tail, cap * sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        w->tail = t;
+        w->captail = cap;
+    }
+    w->tail[w->ntail++] = pgno;
+    return 0;
+}
+
+/* A free-list record: pgno_t count, then count page numbers. */
+static int free_record(struct walk *w, uint64_t pgno, const unsigned char *d, size_t len)
+{
+    uint64_t n = len >= 8 ? rd64(d, 0) : 0;
+    if (len < 8 || n > len / 8 - 1)
+        return bad_page(w, pgno, "holds a free-list record of the wrong size");
+    uint64_t file_pages = w->size / w->m.psize;
+    for (uint64_t i = 1; i <= n; i++) {
+        uint64_t pg = rd64(d, i * 8);
+        if (pg >= file_pages && pg <= w->m.last_pg && add_tail(w, pg) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The value of a leaf node with room bytes left in its page; in the free
+ * tree, a free-list record. */
+static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, size_t room,
+                      bool freedb)
+{
+    size_t ks = rd16(node, 6), ds = rd16(node, 0) | (size_t)rd16(node, 2) << 16;
+    const unsigned char *d = node + NODESIZE + ks;
+    if (!(rd16(node, 4) & F_BIGDATA)) {
+        if (NODESIZE + ks + ds > room)
+            return bad_page(w, pgno, "has a node running past its end");
+        return freedb ? free_record(w, pgno, d, ds) : 0;
+    }
+    if (NODESIZE + ks + 8 > room)
+        return bad_page(w, pgno, "has a node running past its end");
+    uint64_t ov = rd64(d, 0), ps = w->m.psize;
+    uint64_t n = (PAGEHDRSZ + ds + ps - 1) / ps;
+    int rc = check_range(w, ov, n);
+    unsigned char *buf = rc < 0 ? NULL : malloc(n * ps);
+    if (!buf)
+        return rc < 0 ? rc : -ENOMEM;
+    rc = read_pages(w, ov, n, buf);
+    if (rc == 0 && (!(rd16(buf, O_FLAGS) & P_OVERFLOW) || rd32(buf, 12) < n))
+        rc = bad_page(w, ov, "is not the overflow page its node says");
+    if (rc == 0)
+        w->visited += n;
+    if (rc == 0 && freedb)
+        rc = free_record(w, ov, buf + PAGEHDRSZ, ds);
+    free(buf);
+    return rc;
+}
+
+/* The page number a branch node points at (48 bits in lo, hi, flags). */
+static uint64_t node_pgno(const unsigned char *node)
+{
+    return (uint64_t)rd16(node, 0) | (uint64_t)rd16(node, 2) << 16 |
+           (uint64_t)rd16(node, 4) << 32;
+}
+
+static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int depth,
+                      bool freedb)
+{
+    size_t ps = w->m.psize;
+    unsigned flags = rd16(p, O_FLAGS), lower = rd16(p, 12), upper = rd16(p, 14);
+    bool branch = flags & P_BRANCH;
+    if (branch == !!(flags & P_LEAF) || (flags & (P_OVERFLOW | P_META)) ||
+        lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) ||
+        (branch && lower == PAGEHDRSZ))
+        return bad_page(w, pgno, "has a bad header");
+    int rc = 0;
+    for (unsigned k = 0; rc == 0 && k < (lower - PAGEHDRSZ) / 2; k++) {
+        size_t off = rd16(p, PAGEHDRSZ + 2 * k);
+        if (off < upper || off + NODESIZE > ps || off + NODESIZE + rd16(p, off + 6) > ps)
+            rc = bad_page(w, pgno, "has a node outside its bounds");
+        else if (branch)
+            rc = walk_tree(w, node_pgno(p + off), depth + 1, freedb);
+        else
+            rc = leaf_value(w, pgno, p + off, ps - off, freedb);
+    }
+    return rc;
+}
+
+static int walk_tree(struct walk *w, uint64_t pgno, int depth, bool freedb)
+{
+    if (depth > MAX_DEPTH || ++w->visited > w->m.last_pg + 1)
+        return bad_page(w, pgno, "closes a loop in the tree");
+    unsigned char *p = malloc(w->m.psize);
+    if (!p)
+        return -ENOMEM;
+    int rc = read_pages(w, pgno, 1, p);
+    if (rc == 0)
+        rc = walk_nodes(w, pgno, p, depth, freedb);
+    free(p);
+    return rc;
+}
+
+/* Mirror of mdb_env_read_header(): both metas valid, keep the newest. */
+static int read_metas(struct walk *w)
+{
+    unsigned char b[META_SIZE];
+    uint64_t off = 0;
+    for (int i = 0; i < 2; i++) {
+        ssize_t r = pread(w->fd, b, sizeof(b), (off_t)off);
+        if (r < 0)
+            return store_fail(w->err, w->errlen, -errno, "%s: read: %s", w->file,
+                              strerror(errno));
+        bool magic = r >= O_MAGIC + 4 && rd32(b, O_MAGIC) == MDB_MAGIC;
+        if ((size_t)r < sizeof(b) && (i == 1 || magic))
+            return store_fail(w->err, w->errlen, -ENODATA,
+                              "%s: truncated: %llu bytes end inside meta page %d", w->file,
+                              (unsigned long long)w->size, i);
+        if (!magic || !(rd16(b, O_FLAGS) & P_META))
+            return store_fail(w->err, w->errlen, -EUCLEAN,
+                              "%s: meta page %d is not an LMDB meta page (MDB_INVALID)",
+                              w->file, i);
+        if (rd32(b, O_VERSION) != MDB_DATA_VERSION)
+            return store_fail(w->err, w->errlen, -EPROTONOSUPPORT,
+                              "%s: LMDB data format version %u, this LMDB reads %u "
+                              "(MDB_VERSION_MISMATCH)", w->file, rd32(b, O_VERSION),
+                              MDB_DATA_VERSION);
+        uint32_t ps = rd32(b, O_PSIZE);
+        if (i == 0 && (ps < 512 || ps > 65536 || (ps & (ps - 1))))
+            return store_fail(w->err, w->errlen, -EUCLEAN,
+                              "%s: meta page 0 gives an impossible page size %u (MDB_INVALID)",
+                              w->file, ps);
+        if (i == 0 || rd64(b, O_TXNID) > w->m.txnid)
+            w->m = (struct meta){ w->m.psize ? w->m.psize : ps,
+                                  { rd64(b, O_FREE_ROOT), rd64(b, O_MAIN_ROOT) },
+                                  rd64(b, O_LAST_PG), rd64(b, O_TXNID) };
+        off = w->m.psize;
+    }
+    if (w->m.last_pg < 1 || w->m.last_pg > P_INVALID / w->m.psize)
+        return store_fail(w->err, w->errlen, -EUCLEAN,
+                          "%s: the meta page gives an impossible last page %llu", w->file,
+                          (unsigned long long)w->m.last_pg);
+    return 0;
+}
+
+/* Pages [size / psize, last_pg] must all be free. */
+static int check_tail(struct walk *w)
+{
+    uint64_t first = w->size / w->m.psize;
+    if (first > w->m.last_pg)
+        return 0;
+    store_sort_u64(w->tail, w->ntail);
+    uint64_t want = first;
+    for (size_t i = 0; i < w->ntail && want <= w->m.last_pg; i++)
+        if (w->tail[i] == want)
+            want++;
+    if (want > w->m.last_pg)
+        return 0;
+    return store_fail(w->err, w->errlen, -ENODATA,
+                      "%s: truncated: %llu bytes, but its meta page (txn %llu) says %llu "
+                      "pages of %u bytes and page %llu is in use", w->file,
+                      (unsigned long long)w->size, (unsigned long long)w->m.txnid,
+                      (unsigned long long)w->m.last_pg + 1, w->m.psize,
+                      (unsigned long long)want);
+}
+
+int store_check_pages(const char *file, char *err, size_t errlen)
+{
+    struct walk w = { .file = file, .err = err, .errlen = errlen };
+    w.fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (w.fd < 0)
+        return store_fail(err, errlen, -errno, "%s: %s", file, strerror(errno));
+    struct stat st;
+    int rc = fstat(w.fd, &st) < 0 ? store_fail(err, errlen, -errno, "%s: %s", file,
+                                               strerror(errno)) : 0;
+    w.size = (uint64_t)st.st_size;
+    if (rc == 0)
+        rc = read_metas(&w);
+    for (int db = 0; db < 2 && rc == 0; db++)
+        if (w.m.roots[db] != P_INVALID)
+            rc = walk_tree(&w, w.m.roots[db], 1, db == 0);
+    if (rc == 0)
+        rc = check_tail(&w);
+    if (rc == -ENOMEM)
+        store_fail(err, errlen, rc, "%s: out of memory", file);
+    free(w.tail);
+    close(w.fd);
+    return rc;
+}

@@ -1,0 +1,257 @@
+/* Stores csifs must refuse to start on (DESIGN section 7, issue 3 test 6):
+ * each refused by store_open and store_check with its code and a message
+ * naming data.mdb and the problem, and data.mdb byte-for-byte unchanged. */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/lib/storeutil.h"
+#include "tests/lib/testutil.h"
+
+#define MARKER "/run/csi-test/marker-q7Zk.sock"
+
+static char *tmp;
+static char state[PATH_MAX - 64], file[PATH_MAX];
+static struct su s;
+
+/* A healthy store with some pages: ebs/a0 ready on MARKER, and more
+ * instances with long mount points. */
+static void setup(void)
+{
+    tmp = tu_tmpdir("refuse");
+    cr_assert(tmp, "tu_tmpdir: %s", strerror(errno));
+    snprintf(state, sizeof(state), "%s/state", tmp);
+    snprintf(file, sizeof(file), "%s/data.mdb", state);
+    s = (struct su){ .dir = state };
+    int rc = su_open(&s);
+    cr_assert_eq(rc, 0, "%d %s", rc, s.err);
+    int64_t a0 = su_register(s.reg, REG_NODE, "ebs", "a0");
+    cr_assert_gt(a0, 0);
+    cr_assert_eq(su_make_ready(s.reg, (uint64_t)a0, MARKER), 0);
+    char mp[1001];
+    for (int k = 0; k < 40; k++) {
+        char alloc[16];
+        snprintf(alloc, sizeof(alloc), "b%d", k);
+        int64_t i = su_register(s.reg, REG_CONTROLLER, "big", alloc);
+        cr_assert_gt(i, 0);
+        memset(mp, 'a' + k % 26, 1000);
+        mp[0] = '/';
+        cr_assert_eq(reg_attr_store(s.reg, (uint64_t)i, REG_A_MOUNT_POINT, mp, 1000), 0);
+    }
+    su_close(&s);
+}
+
+static void teardown(void)
+{
+    su_close(&s);
+    tu_rmrf(tmp);
+    free(tmp);
+}
+
+TestSuite(refuse, .init = setup, .fini = teardown);
+
+/* store_open and store_check both refuse with code and a message holding
+ * data.mdb's path and what; data.mdb is unchanged. */
+static void expect_refused(int code, const char *what)
+{
+    uint32_t before, after;
+    char err[512];
+    cr_assert_eq(su_file_crc(file, &before), 0);
+    int rc = su_open(&s);
+    cr_log_info("refused: %s", s.err);
+    cr_assert_eq(rc, code, "store_open: %d (%s), want %d", rc, s.err, code);
+    cr_assert(strstr(s.err, file) && strstr(s.err, what),
+              "message \"%s\" names %s and \"%s\"", s.err, file, what);
+    rc = store_check(state, err, sizeof(err));
+    cr_assert_eq(rc, code, "store_check: %d (%s), want %d", rc, err, code);
+    cr_assert_str_eq(err, s.err);
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before, "data.mdb changed");
+}
+
+/* Overwrite len bytes of data.mdb at off. */
+static void patch(off_t off, const void *bytes, size_t len)
+{
+    int fd = open(file, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, bytes, len, off), (ssize_t)len);
+    close(fd);
+}
+
+/* The newest meta page's main-tree root and the page size. */
+static uint64_t main_root(uint32_t *psize)
+{
+    unsigned char m[2][152];
+    int fd = open(file, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pread(fd, m[0], sizeof(m[0]), 0), sizeof(m[0]));
+    memcpy(psize, m[0] + 40, 4);
+    cr_assert_eq(pread(fd, m[1], sizeof(m[1]), *psize), sizeof(m[1]));
+    close(fd);
+    uint64_t txn[2], root;
+    memcpy(&txn[0], m[0] + 144, 8);
+    memcpy(&txn[1], m[1] + 144, 8);
+    memcpy(&root, m[txn[1] > txn[0]] + 128, 8);
+    return root;
+}
+
+Test(refuse, healthy_store_passes_untouched)
+{
+    uint32_t before, after;
+    cr_assert_eq(su_file_crc(file, &before), 0);
+    cr_assert_eq(store_check(state, s.err, sizeof(s.err)), 0, "%s", s.err);
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before);
+    char missing[PATH_MAX];
+    snprintf(missing, sizeof(missing), "%s/none", tmp);
+    cr_assert_eq(store_check(missing, s.err, sizeof(s.err)), 0, "a new state dir is fine");
+    cr_assert_eq(access(missing, F_OK), -1, "store_check creates nothing");
+}
+
+Test(refuse, unknown_version)
+{
+    cr_assert_eq(su_raw_put(state, "version", "3", 1), 0);
+    expect_refused(-ENOTSUP, "unknown schema version \"3\"");
+}
+
+Test(refuse, missing_version_key)
+{
+    cr_assert_eq(su_raw_put(state, "version", NULL, 0), 0);
+    expect_refused(-ENOKEY, "the version key is missing");
+}
+
+Test(refuse, flipped_byte_fails_the_crc)
+{
+    int fd = open(file, O_RDWR);
+    cr_assert_geq(fd, 0);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    char *buf = malloc((size_t)st.st_size);
+    cr_assert(buf);
+    cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+    int flipped = 0;             /* every copy: old page versions linger */
+    for (char *p = buf; (p = memmem(p, (size_t)(buf + st.st_size - p), MARKER,
+                                    strlen(MARKER))); p++, flipped++) {
+        char c = p[strlen(MARKER) - 6] ^ 0x01;
+        cr_assert_eq(pwrite(fd, &c, 1, p - buf + (off_t)strlen(MARKER) - 6), 1);
+    }
+    free(buf);
+    close(fd);
+    cr_assert_gt(flipped, 0, "the marker is in data.mdb");
+    expect_refused(-EBADMSG, "record \"i/csi-node/ebs/a0\" fails its checksum");
+}
+
+Test(refuse, truncated_data_mdb)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize);
+    cr_assert_eq(truncate(file, (off_t)(root * psize + psize / 2)), 0);
+    expect_refused(-ENODATA, "truncated");
+}
+
+Test(refuse, truncated_inside_the_meta_page)
+{
+    cr_assert_eq(truncate(file, 100), 0);
+    expect_refused(-ENODATA, "truncated: 100 bytes end inside meta page 0");
+}
+
+Test(refuse, record_that_does_not_decode)
+{
+    /* A good header and CRC over a payload that is not protobuf. */
+    const char *key = "i/csi-node/ebs/zz";
+    unsigned char v[8 + 4] = { 1, 2, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff };
+    uint32_t crc = store_crc32(0, key, strlen(key));
+    crc = store_crc32(crc, v, 4);
+    crc = store_crc32(crc, v + 8, 4);
+    for (int i = 0; i < 4; i++)
+        v[4 + i] = (unsigned char)(crc >> (8 * i));
+    cr_assert_eq(su_raw_put(state, key, v, sizeof(v)), 0);
+    expect_refused(-EBADMSG, "record \"i/csi-node/ebs/zz\" does not decode as Instance");
+}
+
+Test(refuse, instance_without_its_plugin)
+{
+    cr_assert_eq(su_raw_put(state, "p/csi-node/ebs", NULL, 0), 0);
+    expect_refused(-EBADMSG, "instance csi-node/ebs/a0 has no plugin record");
+}
+
+Test(refuse, foreign_key)
+{
+    cr_assert_eq(su_raw_put(state, "x/other", "data", 4), 0);
+    expect_refused(-EBADMSG, "record \"x/other\" is not a key of schema version 2");
+}
+
+Test(refuse, not_an_lmdb_file)
+{
+    char junk[16384];
+    memset(junk, 0x5a, sizeof(junk));
+    patch(0, junk, sizeof(junk));
+    expect_refused(-EUCLEAN, "not an LMDB meta page (MDB_INVALID)");
+}
+
+Test(refuse, lmdb_version_mismatch)
+{
+    uint32_t psize, v = 999;
+    main_root(&psize);
+    patch(20, &v, sizeof(v));
+    patch(psize + 20, &v, sizeof(v));
+    expect_refused(-EPROTONOSUPPORT, "MDB_VERSION_MISMATCH");
+}
+
+Test(refuse, corrupted_page)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize);
+    uint16_t flags = 0;          /* neither branch nor leaf */
+    patch((off_t)(root * psize + 10), &flags, sizeof(flags));
+    expect_refused(-EUCLEAN, "corrupted");
+}
+
+/* Random damage anywhere in data.mdb: refused with one of the codes of
+ * store.h, or harmless (flips in free or slack space) and then the store opens
+ * and loads; never a crash, and a refused file is left as it is. */
+Test(refuse, random_damage_is_refused_or_harmless, .timeout = 120)
+{
+    struct stat st;
+    cr_assert_eq(stat(file, &st), 0);
+    size_t size = (size_t)st.st_size;
+    unsigned char *good = malloc(size), *bad = malloc(size);
+    cr_assert(good && bad);
+    int fd = open(file, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pread(fd, good, size, 0), (ssize_t)size);
+    unsigned r = 12345;
+    int refused = 0;
+    for (int t = 0; t < 100; t++) {
+        memcpy(bad, good, size);
+        for (int f = 1 + rand_r(&r) % 4; f > 0; f--)
+            bad[(size_t)rand_r(&r) % size] = (unsigned char)rand_r(&r);
+        cr_assert_eq(pwrite(fd, bad, size, 0), (ssize_t)size);
+        char err[512];
+        int rc = store_check(state, err, sizeof(err));
+        cr_assert(rc == 0 || rc == -EUCLEAN || rc == -ENODATA || rc == -EBADMSG ||
+                  rc == -ENOKEY || rc == -ENOTSUP || rc == -EPROTONOSUPPORT,
+                  "trial %d: %d %s", t, rc, err);
+        if (rc == 0) {
+            rc = su_open(&s);
+            cr_assert_eq(rc, 0, "trial %d: checked fine, then %d %s", t, rc, s.err);
+            su_close(&s);
+        } else {
+            uint32_t want = store_crc32(0, bad, size), got;
+            cr_assert_eq(su_file_crc(file, &got), 0);
+            cr_assert_eq(got, want, "trial %d: a refused data.mdb changed", t);
+            refused++;
+        }
+    }
+    close(fd);
+    free(good);
+    free(bad);
+    cr_assert_gt(refused, 10, "most damage is noticed");
+}
