@@ -1,0 +1,11 @@
+/* csi: helpers shared by the files of csi/ (not part of the module contract). */
+#ifndef CSIFS_CSI_INTERNAL_H
+#define CSIFS_CSI_INTERNAL_H
+
+#include <stddef.h>
+
+/* A malloc'd copy of s, at most max bytes (cut on a UTF-8 character
+ * boundary), control characters replaced by '?'. NULL on ENOMEM. */
+char *csi_dup_line(const char *s, size_t max);
+
+#endif
