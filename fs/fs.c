@@ -1,6 +1,7 @@
 /* Session set-up: mount, attach to the registry, the request loop. */
 #include "fs/node.h"
 #include "fs/events_file.h"
+#include "fs/inval.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,12 +16,28 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     /* O_TRUNC comes with open, so `echo x > attr` is one change, not two. */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+    /* Symlink targets (current, socket) stay cached until invalidated. */
+    if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+        conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+    /* Pages of attribute files stay cached across opens (keep_cache); we
+     * drop them ourselves on change, so no size-based guessing. */
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+    /* No xattrs, no locks: the kernel stops asking after the first ENOSYS. */
 }
+
+/* Entries and attributes are cached for a day: every change invalidates
+ * exactly what it touched (inval.c). */
+#define CACHE_SECONDS 86400.0
 
 static void on_change(const struct reg_change *c, void *arg)
 {
-    (void)c;
+    fs_inval_change(arg, c);
     fs_events_wake(arg);
+}
+
+uint64_t fs_requests(struct fs *fs)
+{
+    return __atomic_load_n(&fs->requests, __ATOMIC_RELAXED);
 }
 
 int fs_mount(struct fs **out, const struct fs_opts *o)
@@ -33,6 +50,7 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
     fs->has_registrar = o->has_registrar;
     fs->gid = o->registrar_gid;
     fs->mount_ns = (int64_t)time(NULL) * 1000000000;
+    fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
     pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
     int rc = fs_events_init(fs);
 
@@ -58,6 +76,10 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
         return rc;
     }
     fs->mounted = true;
+    if ((rc = fs_inval_start(fs)) < 0) {
+        fs_destroy(fs);
+        return rc;
+    }
     *out = fs;
     return 0;
 }
@@ -96,6 +118,7 @@ void fs_destroy(struct fs *fs)
 {
     if (!fs)
         return;
+    fs_inval_stop(fs);
     if (fs->se) {
         fs_events_fini(fs);
         if (fs->mounted)

@@ -33,6 +33,8 @@ int fs_attach(struct fs *fs, struct reg *reg);
 int fs_loop(struct fs *fs, bool signals);
 /* Make fs_loop return (any thread). */
 void fs_exit(struct fs *fs);
+/* Requests served so far (a debug counter for tests and metrics). */
+uint64_t fs_requests(struct fs *fs);
 /* Unmount (if still mounted) and free. */
 void fs_destroy(struct fs *fs);
 

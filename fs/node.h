@@ -11,6 +11,8 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "fs/fs.h"
 #include "fs/pending.h"
@@ -45,7 +47,17 @@ struct fs {
     int64_t mount_ns;            /* times of the fixed nodes */
     double entry_timeout, attr_timeout;
     struct fs_events *events;    /* readers of <mnt>/events (events_file.c) */
+    struct fs_inval *inval;      /* notifier thread and pollers (inval.c) */
+    uint64_t requests;           /* requests served (atomic), for tests and metrics */
 };
+
+/* The mount a request is for; counts the request. */
+static inline struct fs *fs_req(fuse_req_t req)
+{
+    struct fs *fs = fuse_req_userdata(req);
+    __atomic_add_fetch(&fs->requests, 1, __ATOMIC_RELAXED);
+    return fs;
+}
 
 /* What an inode is, resolved against the registry now. */
 struct fs_node {

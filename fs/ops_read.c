@@ -1,6 +1,7 @@
 /* Read-side handlers: lookup, getattr, readlink, readdir(plus), open, read. */
 #include "fs/node.h"
 #include "fs/events_file.h"
+#include "fs/attr_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,22 +9,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct fs *fs_of(fuse_req_t req)
+/* Entry parameters: cached for long, but for pending links, which expire
+ * without a change anyone is told of. */
+static void entry_param(struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e)
 {
-    return fuse_req_userdata(req);
+    bool brief = n->kind == K_PENDING;
+    memset(e, 0, sizeof(*e));
+    e->ino = n->ino;
+    e->entry_timeout = brief ? 0 : fs->entry_timeout;
+    e->attr_timeout = brief ? 0 : fs->attr_timeout;
+    fs_stat(fs, n, &e->attr);
 }
 
 void fs_reply_entry(fuse_req_t req, struct fs *fs, const struct fs_node *n)
 {
-    struct fuse_entry_param e = { .ino = n->ino, .entry_timeout = fs->entry_timeout,
-                                  .attr_timeout = fs->attr_timeout };
-    fs_stat(fs, n, &e.attr);
+    struct fuse_entry_param e;
+    entry_param(fs, n, &e);
     fuse_reply_entry(req, &e);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node dir, n;
     int rc = fs_resolve(fs, parent, &dir);
     if (rc == 0)
@@ -51,7 +58,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)fi;
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
     struct stat st;
     int rc = fs_resolve(fs, ino, &n);
@@ -65,7 +72,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
     char buf[REG_SOCKET_MAX + 1];
     struct pending_link l;
@@ -106,9 +113,8 @@ static bool add(struct dirbuf *d, const char *name, const struct fs_node *n, off
 {
     size_t room = d->size - d->len, used;
     if (d->plus) {
-        struct fuse_entry_param e = { .ino = n->ino, .entry_timeout = d->fs->entry_timeout,
-                                      .attr_timeout = d->fs->attr_timeout };
-        fs_stat(d->fs, n, &e.attr);
+        struct fuse_entry_param e;
+        entry_param(d->fs, n, &e);
         used = fuse_add_direntry_plus(d->req, d->buf + d->len, room, name, &e, cookie);
     } else {
         struct stat st = { .st_ino = n->ino, .st_mode = fs_kinds[n->kind].fmt };
@@ -185,7 +191,7 @@ static void list_dir(struct dirbuf *d, const struct fs_node *dir)
 
 static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node dir;
     int rc = fs_resolve(fs, ino, &dir);
     if (rc == 0 && fs_kinds[dir.kind].fmt != S_IFDIR)
@@ -220,28 +226,31 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 /* ---- attribute files ---- */
 
-/* Per open attribute: the content as of the last read at offset 0. */
-struct attr_file {
-    size_t len;
-    char buf[];
-};
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_req(req);
+    struct fs_node n;
+    int rc = fs_resolve(fs, ino, &n);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    /* Listings stay in the kernel until a change invalidates the dir inode. */
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
     int rc = fs_resolve(fs, ino, &n);
     int acc = fi->flags & O_ACCMODE;
     if (rc == 0 && n.kind == K_EVENTS) {
         rc = acc == O_RDONLY ? fs_events_open(fs, fi) : -EACCES;
     } else if (rc == 0 && n.kind == K_ATTR) {
-        bool writable = reg_attrs[n.attr].flags & REG_AF_WRITABLE;
-        if (acc != O_RDONLY && !writable)
-            rc = -EACCES;            /* even for root */
-        else if (acc != O_RDONLY && (fi->flags & O_APPEND))
-            rc = -EINVAL;
-        fi->direct_io = 1;
-        fi->fh = 0;
+        rc = fs_attr_open(fs, &n, fi);
     } else if (rc == 0) {
         rc = -EISDIR;
     }
@@ -254,73 +263,48 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
     int rc = fs_resolve(fs, ino, &n);
     if (rc == 0 && n.kind == K_EVENTS) {
         fs_events_read(fs, req, size, fi);
         return;
     }
-    struct attr_file *a = (struct attr_file *)(uintptr_t)fi->fh;
-    if (rc == 0 && (off == 0 || !a)) {
-        /* sysfs: a read at offset 0 takes a fresh snapshot */
-        struct attr_file *fresh = NULL;
-        size_t cap = 256;
-        for (;;) {
-            struct attr_file *b = realloc(fresh, sizeof(*b) + cap);
-            if (!b) {
-                rc = -ENOMEM;
-                break;
-            }
-            fresh = b;
-            ssize_t len = reg_attr_show(fs->reg, n.r.seq, n.attr, fresh->buf, cap);
-            if (len < 0)
-                rc = (int)len;
-            if (len < 0 || (size_t)len < cap) {
-                fresh->len = len < 0 ? 0 : (size_t)len;
-                break;
-            }
-            cap = (size_t)len + 1;
-        }
-        if (rc == 0) {
-            free(a);
-            a = fresh;
-            fi->fh = (uintptr_t)a;
-        } else {
-            free(fresh);
-        }
-    }
-    if (rc < 0) {
+    if (rc < 0)
         fuse_reply_err(req, -rc);
-        return;
-    }
-    size_t start = (size_t)off < a->len ? (size_t)off : a->len;
-    size_t k = a->len - start < size ? a->len - start : size;
-    fuse_reply_buf(req, a->buf + start, k);
+    else
+        fs_attr_read(fs, req, &n, size, off, fi);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
-    if (fs_resolve(fs, ino, &n) == 0 && n.kind == K_EVENTS)
+    if (fs_resolve(fs, ino, &n) == 0 && n.kind == K_EVENTS) {
         fs_events_release(fs, fi);
-    else
-        free((void *)(uintptr_t)fi->fh);
+    } else {
+        fs_attr_release(fs, fi);
+    }
     fuse_reply_err(req, 0);
 }
 
 static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
                     struct fuse_pollhandle *ph)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
-    if (fs_resolve(fs, ino, &n) == 0 && n.kind == K_EVENTS) {
+    int rc = fs_resolve(fs, ino, &n);
+    if (rc == 0 && n.kind == K_EVENTS) {
         fs_events_poll(fs, req, fi, ph);
         return;
     }
-    fuse_pollhandle_destroy(ph);
-    fuse_reply_poll(req, POLLIN | POLLRDNORM);
+    if (rc == 0 && n.kind == K_ATTR) {
+        fs_attr_poll(fs, req, &n, fi, ph);
+        return;
+    }
+    if (ph)
+        fuse_pollhandle_destroy(ph);
+    fuse_reply_poll(req, rc < 0 ? POLLERR : POLLIN | POLLRDNORM);
 }
 
 void fs_ops_read(struct fuse_lowlevel_ops *ops)
@@ -330,6 +314,7 @@ void fs_ops_read(struct fuse_lowlevel_ops *ops)
     ops->forget_multi = op_forget_multi;
     ops->getattr = op_getattr;
     ops->readlink = op_readlink;
+    ops->opendir = op_opendir;
     ops->readdir = op_readdir;
     ops->readdirplus = op_readdirplus;
     ops->open = op_open;

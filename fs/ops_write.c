@@ -8,11 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static struct fs *fs_of(fuse_req_t req)
-{
-    return fuse_req_userdata(req);
-}
-
 static void reply_err_or_entry(fuse_req_t req, struct fs *fs, int rc,
                                const struct fs_node *dir, const char *name)
 {
@@ -28,7 +23,7 @@ static void reply_err_or_entry(fuse_req_t req, struct fs *fs, int rc,
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     (void)mode;
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node dir;
     int rc = fs_resolve(fs, parent, &dir);
     if (rc == 0) {
@@ -43,7 +38,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node dir;
     int rc = fs_resolve(fs, parent, &dir);
     if (rc == 0) {
@@ -67,7 +62,7 @@ static int check_target(const char *target)
 
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node dir, n;
     struct pending_link l;
     int rc = fs_resolve(fs, parent, &dir);
@@ -86,7 +81,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node dir, n;
     int rc = fs_resolve(fs, parent, &dir);
     if (rc == 0)
@@ -105,7 +100,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node dir, n, old;
     struct pending_link l;
     int rc = fs_resolve(fs, parent, &dir);
@@ -132,7 +127,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                      struct fuse_file_info *fi)
 {
     (void)fi;
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
     int rc = fs_resolve(fs, ino, &n);
     if (rc == 0 && (n.kind != K_ATTR || !(reg_attrs[n.attr].flags & REG_AF_WRITABLE)))
@@ -151,7 +146,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                        struct fuse_file_info *fi)
 {
     (void)fi;
-    struct fs *fs = fs_of(req);
+    struct fs *fs = fs_req(req);
     struct fs_node n;
     int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
                 FUSE_SET_ATTR_MTIME_NOW;

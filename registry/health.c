@@ -89,6 +89,7 @@ static void apply_probe(struct reg *reg, struct mut *m, void *ctx)
         c->hist = NULL;
     }
     health_hist_add(i, c->p, c->next.reason);
+    mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL);
     if (c->fp_changed) {
         model_free_fp(&i->fp);
         i->fp = c->fp;

@@ -53,6 +53,7 @@ struct inst {
     char *socket;                /* NULL when unset */
     uint64_t gen;                /* bumped on every socket change */
     enum reg_health health;
+    uint64_t health_ver;         /* bumped when health, ready or reason change */
     char *reason;
     bool ready;
     bool was_healthy;            /* reached healthy since the socket was set */

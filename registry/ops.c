@@ -208,6 +208,7 @@ void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
     i->reason = reason;
     if (!changed)
         return;
+    i->health_ver++;
     static const char *const names[] = { "unknown", "healthy", "unhealthy" };
     struct ev_kv kv[] = { { "state", names[h] }, { "ready", ready ? "1" : "0" },
                           { NULL, NULL } };

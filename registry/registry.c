@@ -212,6 +212,7 @@ static void fill_node(const struct obj *o, struct reg_node *n)
         n->parent = i->plugin->o.seq;
         n->gen = i->gen;
         n->health = i->health;
+        n->health_ver = i->health_ver;
         n->ready = i->ready;
         n->has_socket = i->socket != NULL;
     }

@@ -137,6 +137,7 @@ struct reg_node {
     uint64_t current;
     uint32_t count;
     uint64_t gen;
+    uint64_t health_ver;            /* bumped whenever health, ready or reason change */
     enum reg_health health;
     bool ready, has_socket;
 };
@@ -166,7 +167,8 @@ struct ev_ring *reg_events(struct reg *reg);
 /* ---- subscriptions ---- */
 enum reg_change_kind {
     REG_C_PLUGIN_ADD, REG_C_PLUGIN_DEL, REG_C_INST_ADD, REG_C_INST_DEL,
-    REG_C_SOCKET, REG_C_ATTR, REG_C_HEALTH, REG_C_FINGERPRINT, REG_C_CURRENT
+    REG_C_SOCKET, REG_C_ATTR, REG_C_HEALTH, REG_C_FINGERPRINT, REG_C_CURRENT,
+    REG_C_HISTORY                   /* a probe was recorded (no event line) */
 };
 struct reg_change {
     enum reg_change_kind kind;

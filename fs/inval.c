@@ -1,0 +1,243 @@
+/* Invalidation of the kernel's caches, the notifier thread, poll on health. */
+#include "fs/inval.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct entry_job {
+    fuse_ino_t parent;
+    char name[REG_NAME_MAX + 1];
+    struct entry_job *next;
+};
+
+struct poller {
+    uint64_t inst;
+    void *fh;
+    struct fuse_pollhandle *ph;
+    struct poller *next;
+};
+
+struct fs_inval {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct entry_job *head, **tail;
+    bool stop;
+    pthread_t th;
+    struct poller *pollers;
+};
+
+static void *notifier(void *arg)
+{
+    struct fs *fs = arg;
+    struct fs_inval *v = fs->inval;
+    pthread_mutex_lock(&v->mu);
+    for (;;) {
+        while (!v->head && !v->stop)
+            pthread_cond_wait(&v->cv, &v->mu);
+        if (!v->head)
+            break;
+        struct entry_job *j = v->head;
+        v->head = j->next;
+        if (!v->head)
+            v->tail = &v->head;
+        pthread_mutex_unlock(&v->mu);
+        /* -ENOENT: the kernel had nothing cached; nothing to do. */
+        fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
+        free(j);
+        pthread_mutex_lock(&v->mu);
+    }
+    pthread_mutex_unlock(&v->mu);
+    return NULL;
+}
+
+int fs_inval_start(struct fs *fs)
+{
+    struct fs_inval *v = calloc(1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    pthread_mutex_init(&v->mu, NULL);
+    pthread_cond_init(&v->cv, NULL);
+    v->tail = &v->head;
+    fs->inval = v;
+    int rc = pthread_create(&v->th, NULL, notifier, fs);
+    if (rc) {
+        fs->inval = NULL;
+        free(v);
+        return -rc;
+    }
+    return 0;
+}
+
+void fs_inval_stop(struct fs *fs)
+{
+    struct fs_inval *v = fs->inval;
+    if (!v)
+        return;
+    pthread_mutex_lock(&v->mu);
+    v->stop = true;
+    pthread_cond_signal(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+    pthread_join(v->th, NULL);
+    while (v->head) {
+        struct entry_job *j = v->head;
+        v->head = j->next;
+        free(j);
+    }
+    while (v->pollers) {
+        struct poller *p = v->pollers;
+        v->pollers = p->next;
+        fuse_pollhandle_destroy(p->ph);
+        free(p);
+    }
+    pthread_cond_destroy(&v->cv);
+    pthread_mutex_destroy(&v->mu);
+    free(v);
+    fs->inval = NULL;
+}
+
+static void entry(struct fs *fs, fuse_ino_t parent, const char *name)
+{
+    struct fs_inval *v = fs->inval;
+    struct entry_job *j = calloc(1, sizeof(*j));
+    if (!v || !j) {
+        free(j);
+        return;
+    }
+    j->parent = parent;
+    snprintf(j->name, sizeof(j->name), "%s", name);
+    pthread_mutex_lock(&v->mu);
+    *v->tail = j;
+    v->tail = &j->next;
+    pthread_cond_signal(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+}
+
+static void inode(struct fs *fs, fuse_ino_t ino)
+{
+    fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
+/* Attribute inodes of an instance whose attr flags match mask (0: all). */
+static void attrs(struct fs *fs, uint64_t inst, enum reg_type type, unsigned mask,
+                  const enum reg_attr *only, int n)
+{
+    for (int a = 0; a < REG_NATTRS; a++) {
+        bool pick = n ? false : (!mask || (reg_attrs[a].flags & mask));
+        for (int k = 0; k < n; k++)
+            pick |= only[k] == (enum reg_attr)a;
+        if (pick && (type == REG_NODE || !(reg_attrs[a].flags & REG_AF_NODE_ONLY)))
+            inode(fs, fs_ino(inst, SLOT_ATTR0 + (unsigned)a));
+    }
+}
+
+static void wake_pollers(struct fs *fs, uint64_t inst)
+{
+    struct fs_inval *v = fs->inval;
+    pthread_mutex_lock(&v->mu);
+    for (struct poller **pp = &v->pollers; *pp;) {
+        struct poller *p = *pp;
+        if (p->inst == inst) {
+            *pp = p->next;
+            fuse_lowlevel_notify_poll(p->ph);
+            fuse_pollhandle_destroy(p->ph);
+            free(p);
+        } else {
+            pp = &p->next;
+        }
+    }
+    pthread_mutex_unlock(&v->mu);
+}
+
+void fs_inval_change(struct fs *fs, const struct reg_change *c)
+{
+    fuse_ino_t type_dir = fs_ino(0, 2 + c->type), plugin_dir = fs_ino(c->plugin, 0);
+    fuse_ino_t inst_dir = fs_ino(c->inst, 0);
+    static const enum reg_attr fp[] = { REG_A_PROVIDER, REG_A_VERSION, REG_A_NODEID,
+                                        REG_A_MAX_VOLUMES, REG_A_TOPOLOGY, REG_A_CAPABILITIES };
+    static const enum reg_attr hist[] = { REG_A_HISTORY };
+    struct reg_node n;
+    switch (c->kind) {
+    case REG_C_PLUGIN_ADD:
+        inode(fs, type_dir);
+        break;
+    case REG_C_PLUGIN_DEL:
+        inode(fs, type_dir);
+        entry(fs, type_dir, c->plugin_name);
+        break;
+    case REG_C_INST_ADD:
+        inode(fs, plugin_dir);
+        break;
+    case REG_C_INST_DEL:
+        inode(fs, plugin_dir);
+        entry(fs, plugin_dir, c->alloc_name);
+        wake_pollers(fs, c->inst);
+        break;
+    case REG_C_CURRENT:
+        inode(fs, fs_ino(c->plugin, 1));
+        inode(fs, plugin_dir);
+        if (reg_current_get(fs->reg, c->plugin, NULL, 0) < 0)
+            entry(fs, plugin_dir, "current");
+        break;
+    case REG_C_SOCKET:
+        inode(fs, inst_dir);
+        inode(fs, fs_ino(c->inst, 1));
+        attrs(fs, c->inst, c->type, 0, NULL, 0);
+        if (reg_get(fs->reg, c->inst, &n) == 0 && !n.has_socket)
+            entry(fs, inst_dir, "socket");
+        break;
+    case REG_C_ATTR:
+        /* a write changes the instance's mtime: every file in it */
+        inode(fs, inst_dir);
+        attrs(fs, c->inst, c->type, 0, NULL, 0);
+        break;
+    case REG_C_HEALTH:
+        attrs(fs, c->inst, c->type, REG_AF_POLL, NULL, 0);
+        wake_pollers(fs, c->inst);
+        break;
+    case REG_C_FINGERPRINT:
+        attrs(fs, c->inst, c->type, 0, fp, (int)(sizeof(fp) / sizeof(fp[0])));
+        break;
+    case REG_C_HISTORY:
+        attrs(fs, c->inst, c->type, 0, hist, 1);
+        break;
+    }
+}
+
+int fs_poll_arm(struct fs *fs, uint64_t inst, void *fh, struct fuse_pollhandle *ph)
+{
+    struct fs_inval *v = fs->inval;
+    struct poller *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->inst = inst;
+    p->fh = fh;
+    p->ph = ph;
+    fs_poll_forget(fs, fh);
+    pthread_mutex_lock(&v->mu);
+    p->next = v->pollers;
+    v->pollers = p;
+    pthread_mutex_unlock(&v->mu);
+    return 0;
+}
+
+void fs_poll_forget(struct fs *fs, void *fh)
+{
+    struct fs_inval *v = fs->inval;
+    if (!v)
+        return;
+    pthread_mutex_lock(&v->mu);
+    for (struct poller **pp = &v->pollers; *pp;) {
+        struct poller *p = *pp;
+        if (p->fh == fh) {
+            *pp = p->next;
+            fuse_pollhandle_destroy(p->ph);
+            free(p);
+        } else {
+            pp = &p->next;
+        }
+    }
+    pthread_mutex_unlock(&v->mu);
+}

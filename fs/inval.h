@@ -1,0 +1,30 @@
+/* Keeping the kernel's caches exact (DESIGN sections 8 and 10).
+ *
+ * Everything is cached with long timeouts; every registry change drops
+ * exactly what it may have made stale before the mutating call returns:
+ *   - inode invalidation (attributes, file pages, symlink targets, cached
+ *     directory listings) synchronously, in the thread of the change: it
+ *     takes no inode lock, so it is safe inside a request handler;
+ *   - entry invalidation (a name that went away) from the notifier thread,
+ *     because from inside a handler it can deadlock the mount. Until it
+ *     runs, the stale name's inode answers ENOENT (its attributes were
+ *     dropped synchronously), so no process sees a stale value.
+ * Also wakes poll() on attribute files (sysfs style).
+ */
+#ifndef CSIFS_INVAL_H
+#define CSIFS_INVAL_H
+
+#include "fs/node.h"
+
+int fs_inval_start(struct fs *fs);
+void fs_inval_stop(struct fs *fs);
+/* From the registry subscriber: invalidate what c may have made stale. */
+void fs_inval_change(struct fs *fs, const struct reg_change *c);
+
+/* poll() on attribute files: remember ph for the open file fh of instance
+ * inst; answered by fs_inval_change when the instance's health changes. */
+struct fs_poll;
+int fs_poll_arm(struct fs *fs, uint64_t inst, void *fh, struct fuse_pollhandle *ph);
+void fs_poll_forget(struct fs *fs, void *fh);
+
+#endif
