@@ -56,6 +56,8 @@ BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_refuse),$(UNIT_TESTS))
 
 .PHONY: all deps run test test-asan check bench clean
+# Keep generated sources and objects (no intermediate deletion and rebuild).
+.SECONDARY:
 all: $(BINS) $(UNIT_TESTS) $(INTEG_TESTS)
 
 deps:
