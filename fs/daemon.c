@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <syslog.h>
 #include <unistd.h>
 #include <fuse_lowlevel.h>
@@ -73,8 +74,10 @@ static int mkdir_p(const char *path)
 
 int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen)
 {
-    struct stat st;
-    if (stat(mnt, &st) < 0 && errno == ENOTCONN) {
+    /* statfs always asks the daemon (stat may be answered from the kernel's
+     * cache), so ENOTCONN tells a dead csifs reliably. */
+    struct statfs sfs;
+    if (statfs(mnt, &sfs) < 0 && errno == ENOTCONN) {
         if (umount2(mnt, MNT_DETACH) < 0) {
             snprintf(err, errlen, "%s: stale mount, cannot unmount: %s", mnt, strerror(errno));
             return -errno;
