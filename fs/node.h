@@ -82,7 +82,10 @@ int fs_stat(struct fs *fs, const struct fs_node *n, struct stat *st);
 void fs_ops_read(struct fuse_lowlevel_ops *ops);
 void fs_ops_write(struct fuse_lowlevel_ops *ops);
 
-/* Reply helpers. */
+/* Reply helpers: the entry of a node; the entry of dir/name, or the error
+ * rc (or the lookup's) when there is none. */
 void fs_reply_entry(fuse_req_t req, struct fs *fs, const struct fs_node *n);
+void fs_reply_child(fuse_req_t req, struct fs *fs, int rc, const struct fs_node *dir,
+                    const char *name);
 
 #endif

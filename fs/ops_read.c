@@ -28,17 +28,24 @@ void fs_reply_entry(fuse_req_t req, struct fs *fs, const struct fs_node *n)
     fuse_reply_entry(req, &e);
 }
 
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+void fs_reply_child(fuse_req_t req, struct fs *fs, int rc, const struct fs_node *dir,
+                    const char *name)
 {
-    struct fs *fs = fs_req(req);
-    struct fs_node dir, n;
-    int rc = fs_resolve(fs, parent, &dir);
+    struct fs_node n;
     if (rc == 0)
-        rc = fs_child(fs, &dir, name, &n);
+        rc = fs_child(fs, dir, name, &n);
     if (rc < 0)
         fuse_reply_err(req, -rc);   /* never a cached negative entry */
     else
         fs_reply_entry(req, fs, &n);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_req(req);
+    struct fs_node dir;
+    int rc = fs_resolve(fs, parent, &dir);
+    fs_reply_child(req, fs, rc, &dir, name);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)

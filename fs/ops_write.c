@@ -8,18 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static void reply_err_or_entry(fuse_req_t req, struct fs *fs, int rc,
-                               const struct fs_node *dir, const char *name)
-{
-    struct fs_node n;
-    if (rc == 0)
-        rc = fs_child(fs, dir, name, &n);
-    if (rc < 0)
-        fuse_reply_err(req, -rc);
-    else
-        fs_reply_entry(req, fs, &n);
-}
-
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     (void)mode;
@@ -33,7 +21,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
         default: rc = -EPERM;
         }
     }
-    reply_err_or_entry(req, fs, rc, &dir, name);
+    fs_reply_child(req, fs, rc, &dir, name);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -76,7 +64,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
         rc = reg_socket_set(fs->reg, dir.r.seq, target);
     else if (rc == 0 && (rc = reg_name_check(name)) == 0)
         rc = pending_add(&fs->pend, dir.r.seq, name, target, &l);
-    reply_err_or_entry(req, fs, rc, &dir, name);
+    fs_reply_child(req, fs, rc, &dir, name);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)

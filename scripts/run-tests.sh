@@ -6,18 +6,18 @@ set -u
 passed=0; failed=0; bad=""
 log=$(mktemp); trap 'rm -f "$log"' EXIT
 
-count() { # $1 = name; reads the Criterion synthesis line in $log
-    line=$(grep -a 'Synthesis:' "$log" | tail -n 1)
-    t=$(echo "$line" | sed -n 's/.*Tested: \([0-9]*\).*/\1/p')
-    p=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
-    if [ -z "$t" ] || [ "$2" -ne 0 ]; then
+count() { # $1 = name, $2 = exit status; reads the Criterion synthesis line in $log
+    c_line=$(grep -a 'Synthesis:' "$log" | tail -n 1)
+    c_tested=$(echo "$c_line" | sed -n 's/.*Tested: \([0-9]*\).*/\1/p')
+    c_pass=$(echo "$c_line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+    if [ -z "$c_tested" ] || [ "$2" -ne 0 ]; then
         # no synthesis (crash before the end) or non-zero exit: the whole binary failed
-        f=$(( ${t:-1} - ${p:-0} )); [ "$f" -gt 0 ] || f=1
+        c_fail=$(( ${c_tested:-1} - ${c_pass:-0} )); [ "$c_fail" -gt 0 ] || c_fail=1
     else
-        f=$((t - p))
+        c_fail=$((c_tested - c_pass))
     fi
-    passed=$((passed + ${p:-0})); failed=$((failed + f))
-    [ "$f" -eq 0 ] || bad="$bad $1"
+    passed=$((passed + ${c_pass:-0})); failed=$((failed + c_fail))
+    [ "$c_fail" -eq 0 ] || bad="$bad $1"
 }
 
 # A test that crashed may leave a dead mount or a process behind: clear them

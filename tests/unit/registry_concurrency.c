@@ -12,9 +12,12 @@
 #define THREADS 8
 #define PLUGINS 3
 #define ALLOCS 6
+/* Each operation appends at most 4 events: the ring (1 << 20) never wraps. */
+#define MAX_OPS 200000
 
 static struct reg *reg;
 static volatile int stop;
+static long total_ops;
 static volatile int bad_rc; /* first unexpected return (asserted in the main thread) */
 static const struct reg_fingerprint fp = { "p", "1", "n", 0, "", "" };
 
@@ -28,7 +31,7 @@ static void *worker(void *arg)
     unsigned seed = (unsigned)(uintptr_t)arg;
     char p[8], a[8];
     long ops = 0;
-    while (!stop) {
+    while (!stop && __atomic_add_fetch(&total_ops, 1, __ATOMIC_RELAXED) <= MAX_OPS) {
         snprintf(p, sizeof(p), "p%d", rand_r(&seed) % PLUGINS);
         snprintf(a, sizeof(a), "a%d", rand_r(&seed) % ALLOCS);
         enum reg_type t = rand_r(&seed) % REG_NTYPES;
