@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -294,4 +295,50 @@ Test(daemon, options_reach_the_registry)
     cr_assert_eq(tf_sh(&t, "timeout 1 cat events > ../ev.txt; test \"$(wc -l < ../ev.txt)\" = 4 && "
                            "head -1 ../ev.txt | grep -q '^2 .* registered csi-node/p/a0$' && "
                            "tail -1 ../ev.txt | grep -q '^5 .* attr csi-node/p/a1 name=mount_point$'"), 0);
+}
+
+static void unmount_state(void)
+{
+    if (t.state) {
+        tf_kill(&t, false);
+        umount2(t.state, MNT_DETACH);
+    }
+    tf_stop(&t);
+}
+
+/* A full store reaches the caller as ENOSPC, and the tree stays as it was. */
+Test(daemon, store_full, .fini = unmount_state)
+{
+    struct tf_opts o = { .tag = "full" };
+    char cmd[1024];
+    /* the state dir on its own small tmpfs */
+    cr_assert_eq(tf_spawn(&t, &o), 0);
+    tf_kill(&t, false);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s' && mount -t tmpfs -o size=2m tmpfs '%s'",
+             t.state, t.state, t.state);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(tf_spawn(&t, &o), 0);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a0"), 0);
+    /* fill the disk */
+    snprintf(cmd, sizeof(cmd), "dd if=/dev/zero of='%s/filler' bs=4k 2>/dev/null; sync", t.state);
+    cr_assert_neq(system(cmd), -1);
+    int ok = 0, nospc = 0;
+    char name[64];
+    for (int k = 1; k <= 200 && !nospc; k++) {   /* some pages may still be free */
+        snprintf(name, sizeof(name), "csi-node/p/a%d", k);
+        if (mkdir(P(name), 0755) == 0)
+            ok++;
+        else
+            nospc = errno == ENOSPC ? k : -errno;
+    }
+    cr_assert_gt(nospc, 0, "mkdir on a full disk: %s", strerror(nospc < 0 ? -nospc : 0));
+    snprintf(name, sizeof(name), "csi-node/p/a%d", nospc);
+    struct stat st;
+    cr_assert_eq(stat(P(name), &st), -1, "the refused mkdir left nothing");
+    cr_assert_eq(tf_sh(&t, "cat csi-node/p/a0/health >/dev/null"), 0, "reads keep working");
+    /* space returns */
+    snprintf(cmd, sizeof(cmd), "rm -f '%s/filler'", t.state);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(mkdir(P(name), 0755), 0);
+    cr_assert_eq(tf_sh(&t, "test \"$(ls csi-node/p | wc -l)\" = %d", ok + 2), 0);
 }
