@@ -1,3 +1,4 @@
+#include "csi/prober.h"
 #include "fs/daemon.h"
 #include "fs/fs.h"
 #include "registry/store.h"
@@ -137,14 +138,25 @@ int fs_daemon_run(struct csifs_opts *o)
                  strerror(-rc));
     if (rc == 0)
         rc = fs_attach(fs, reg);
+    struct csi_prober *pr = NULL;
+    struct csi_prober_opts po = { .heartbeat_ms = o->heartbeat_ms,
+                                  .probe_timeout_ms = o->probe_timeout_ms,
+                                  .health_timeout_ms = o->health_timeout_ms, .log = fs_log };
+    if (rc == 0 && (rc = csi_prober_start(&pr, reg, &po)) < 0)
+        snprintf(err, sizeof(err), "cannot start the prober: %s", strerror(-rc));
     if (rc == 0) {
         fs_log(LOG_INFO, "serving %s (state %s)", o->mountpoint, o->state);
         rc = fs_loop(fs, true);
     } else {
         fs_log(LOG_ERR, "%s", err);
     }
+    /* Unmount first: a prober call dialling a socket inside the mount then
+     * fails at once instead of waiting for a daemon that no longer serves. */
+    fs_unmount(fs);
+    csi_prober_stop(pr);
     fs_destroy(fs);
     reg_close(reg);
+    csi_prober_free(pr);
     store_close(st);
     return rc < 0 ? 1 : 0;
 }

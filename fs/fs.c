@@ -114,6 +114,14 @@ void fs_exit(struct fs *fs)
     umount2(fs->mountpoint, MNT_DETACH);
 }
 
+void fs_unmount(struct fs *fs)
+{
+    if (fs && fs->se && fs->mounted) {
+        fuse_session_unmount(fs->se);
+        fs->mounted = false;
+    }
+}
+
 void fs_destroy(struct fs *fs)
 {
     if (!fs)

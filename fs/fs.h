@@ -35,6 +35,10 @@ int fs_loop(struct fs *fs, bool signals);
 void fs_exit(struct fs *fs);
 /* Requests served so far (a debug counter for tests and metrics). */
 uint64_t fs_requests(struct fs *fs);
+/* Unmount and close the connection now: requests still waiting on the mount
+ * fail instead of hanging. The fs stays valid (notifications become no-ops)
+ * until fs_destroy. */
+void fs_unmount(struct fs *fs);
 /* Unmount (if still mounted) and free. */
 void fs_destroy(struct fs *fs);
 

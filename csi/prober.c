@@ -1,0 +1,485 @@
+/* csi prober: life cycle, the scheduler thread, the instance table and the
+ * timer heap (see prober.h; the rounds are in prober_round.c, the socket
+ * file watches in prober_watch.c). */
+#include "csi/prober_int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <search.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t pr_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void pr_log(struct csi_prober *p, int prio, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (p->o.log)
+        p->o.log(prio, "%s", msg);
+    else
+        fprintf(stderr, "csifs: prober: %s\n", msg);
+}
+
+/* Any thread: make the scheduler look at its queues. */
+void pr_wake(struct csi_prober *p)
+{
+    uint64_t one = 1;
+    /* fails only when the counter would overflow: it is awake anyway */
+    (void)!write(p->wake_fd, &one, sizeof(one));
+}
+
+/* ---- the timer heap (a binary min-heap on due_ms) ---- */
+
+static void heap_put(struct csi_prober *p, size_t at, struct pinst *pi)
+{
+    p->heap[at] = pi;
+    pi->heap_at = at;
+}
+
+static void heap_up(struct csi_prober *p, size_t at)
+{
+    while (at > 0) {
+        size_t up = (at - 1) / 2;
+        struct pinst *a = p->heap[at], *b = p->heap[up];
+        if (b->due_ms <= a->due_ms)
+            break;
+        heap_put(p, at, b);
+        heap_put(p, up, a);
+        at = up;
+    }
+}
+
+static void heap_down(struct csi_prober *p, size_t at)
+{
+    for (;;) {
+        size_t l = 2 * at + 1, r = l + 1, min = at;
+        if (l < p->nheap && p->heap[l]->due_ms < p->heap[min]->due_ms)
+            min = l;
+        if (r < p->nheap && p->heap[r]->due_ms < p->heap[min]->due_ms)
+            min = r;
+        if (min == at)
+            return;
+        struct pinst *a = p->heap[at];
+        heap_put(p, at, p->heap[min]);
+        heap_put(p, min, a);
+        at = min;
+    }
+}
+
+static void heap_remove(struct csi_prober *p, struct pinst *pi)
+{
+    size_t at = pi->heap_at;
+    if (at == PR_UNSCHEDULED)
+        return;
+    pi->heap_at = PR_UNSCHEDULED;
+    struct pinst *last = p->heap[--p->nheap];
+    if (at == p->nheap)
+        return;
+    heap_put(p, at, last);
+    heap_up(p, at);
+    heap_down(p, last->heap_at);
+}
+
+/* Never fails: pinst_new keeps room for every instance. */
+void pr_schedule(struct csi_prober *p, struct pinst *pi, int64_t due_ms)
+{
+    heap_remove(p, pi);
+    pi->due_ms = due_ms;
+    heap_put(p, p->nheap++, pi);
+    heap_up(p, pi->heap_at);
+}
+
+/* ---- the instance table ---- */
+
+static int cmp_seq(const void *a, const void *b)
+{
+    uint64_t x = ((const struct pinst *)a)->seq, y = ((const struct pinst *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+struct pinst *pr_find(struct csi_prober *p, uint64_t seq)
+{
+    struct pinst key = { .seq = seq };
+    void **n = tfind(&key, &p->tree, cmp_seq);
+    return n ? *n : NULL;
+}
+
+static struct pinst *pinst_new(struct csi_prober *p, uint64_t seq, enum reg_type type)
+{
+    if (p->ninst == p->heap_cap) {
+        size_t cap = p->heap_cap ? 2 * p->heap_cap : 64;
+        struct pinst **h = realloc(p->heap, cap * sizeof(*h));
+        if (!h)
+            return NULL;
+        p->heap = h;
+        p->heap_cap = cap;
+    }
+    struct pinst *pi = calloc(1, sizeof(*pi));
+    if (!pi)
+        return NULL;
+    pi->seq = seq;
+    pi->type = type;
+    pi->heap_at = PR_UNSCHEDULED;
+    pi->wd = -1;
+    pi->epoch = ++p->epochs;
+    if (!tsearch(pi, &p->tree, cmp_seq)) {
+        free(pi);
+        return NULL;
+    }
+    LIST_INSERT_HEAD(&p->all, pi, link);
+    p->ninst++;
+    return pi;
+}
+
+static void chan_close(struct pinst *pi)
+{
+    csi_chan_close(pi->ch);     /* its calls are cancelled: stale epoch */
+    pi->ch = NULL;
+}
+
+void pr_drop(struct csi_prober *p, struct pinst *pi)
+{
+    heap_remove(p, pi);
+    chan_close(pi);
+    pr_round_reset(p, pi);
+    pr_watch_disarm(p, pi);
+    tdelete(pi, &p->tree, cmp_seq);
+    LIST_REMOVE(pi, link);
+    p->ninst--;
+    free(pi);
+}
+
+/* The instance, and its socket path as of the same generation. 0; -ENOENT;
+ * -EAGAIN while it keeps changing (its change events follow). */
+static int read_socket(struct csi_prober *p, uint64_t seq, struct reg_node *n, char *path)
+{
+    for (int tries = 0; tries < 4; tries++) {
+        int rc = reg_get(p->reg, seq, n);
+        if (rc < 0 || n->kind != REG_K_INSTANCE || !n->has_socket)
+            return rc < 0 ? rc : 0;
+        uint64_t gen = n->gen;
+        ssize_t len = reg_socket_get(p->reg, seq, path, REG_SOCKET_MAX + 1);
+        if ((rc = reg_get(p->reg, seq, n)) < 0)
+            return rc;
+        if (len >= 0 && len <= REG_SOCKET_MAX && n->gen == gen)
+            return 0;
+    }
+    return -EAGAIN;
+}
+
+void pr_resync(struct csi_prober *p, uint64_t seq, int64_t due_ms)
+{
+    struct reg_node n;
+    char path[REG_SOCKET_MAX + 1];
+    int rc = read_socket(p, seq, &n, path);
+    struct pinst *pi = pr_find(p, seq);
+    if (rc == -EAGAIN)
+        return;
+    if (rc < 0 || n.kind != REG_K_INSTANCE || !n.has_socket) {
+        if (pi)
+            pr_drop(p, pi);
+        return;
+    }
+    if (pi && pi->gen == n.gen)
+        return;                         /* nothing changed for the prober */
+    if (!pi && !(pi = pinst_new(p, seq, n.type))) {
+        pr_log(p, LOG_ERR, "%s/%s/%s: cannot probe: %s", reg_type_names[n.type], n.plugin,
+               n.alloc, strerror(ENOMEM));
+        return;
+    }
+    chan_close(pi);
+    pr_round_reset(p, pi);
+    pr_watch_disarm(p, pi);
+    pi->gen = n.gen;
+    memcpy(pi->path, path, sizeof(path));
+    pi->poke = false;
+    pi->backoff_ms = PR_BACKOFF_MIN_MS;
+    pi->timeout_at_ms = pr_now_ms() + p->o.health_timeout_ms;
+    pr_watch_arm(p, pi);
+    pr_schedule(p, pi, due_ms);
+}
+
+/* ---- scanning the registry ---- */
+
+struct seqs {
+    uint64_t *v;
+    size_t n, cap;
+    bool oom;
+    bool sockets_only;
+};
+
+static int seqs_add(struct seqs *s, uint64_t seq)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        uint64_t *v = realloc(s->v, cap * sizeof(*v));
+        if (!v) {
+            s->oom = true;
+            return 1;
+        }
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = seq;
+    return 0;
+}
+
+static int collect(const struct reg_node *n, void *arg)
+{
+    struct seqs *s = arg;
+    return s->sockets_only && !n->has_socket ? 0 : seqs_add(s, n->seq);
+}
+
+/* Every instance with a socket: restored ones spread over min(heartbeat,
+ * 5 s); otherwise (a change could not be queued) every instance and every
+ * instance known to the prober is brought in line at once. */
+static void scan(struct csi_prober *p, bool restored)
+{
+    struct seqs plugins = { 0 }, insts = { .sockets_only = true };
+    /* reg_list fails only for a plugin removed meanwhile (-ENOENT): it has
+     * nothing to list, and its instances' removals are queued changes */
+    for (int t = 0; t < REG_NTYPES; t++) {
+        plugins.n = 0;
+        (void)reg_list(p->reg, t, 0, 0, collect, &plugins);
+        for (size_t k = 0; k < plugins.n; k++)
+            (void)reg_list(p->reg, t, plugins.v[k], 0, collect, &insts);
+    }
+    size_t listed = insts.n;
+    struct pinst *pi;
+    LIST_FOREACH(pi, &p->all, link)
+        if (seqs_add(&insts, pi->seq))
+            break;
+    if (plugins.oom || insts.oom)
+        pr_log(p, LOG_ERR, "cannot list the registry: %s", strerror(ENOMEM));
+    int64_t now = pr_now_ms();
+    int64_t spread = p->o.heartbeat_ms < PR_SPREAD_MAX_MS ? p->o.heartbeat_ms : PR_SPREAD_MAX_MS;
+    for (size_t k = 0; k < insts.n; k++)
+        pr_resync(p, insts.v[k],
+                  restored && k < listed ? now + spread * (int64_t)k / (int64_t)listed : now);
+    free(plugins.v);
+    free(insts.v);
+}
+
+/* ---- the scheduler thread ---- */
+
+static void free_done(struct pdone *d)
+{
+    csi_result_clear(&d->res);
+    free(d);
+}
+
+/* What the other threads queued: taken under mu, handled without it. */
+struct batch {
+    bool stop, go, all;
+    uint64_t *dirty;
+    size_t ndirty;
+    STAILQ_HEAD(, pdone) done;
+};
+
+static void take_batch(struct csi_prober *p, struct batch *b)
+{
+    STAILQ_INIT(&b->done);
+    pthread_mutex_lock(&p->mu);
+    b->stop = p->stop;
+    b->go = p->go;
+    b->all = p->resync_all;
+    p->resync_all = false;
+    b->dirty = p->dirty;
+    b->ndirty = p->ndirty;
+    p->dirty = NULL;
+    p->ndirty = p->dirty_cap = 0;
+    STAILQ_CONCAT(&b->done, &p->done);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static int poll_timeout(struct csi_prober *p)
+{
+    if (!p->nheap)
+        return -1;
+    int64_t ms = p->heap[0]->due_ms - pr_now_ms();
+    return ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static void *scheduler(void *arg)
+{
+    struct csi_prober *p = arg;
+    bool scanned = false;
+    for (;;) {
+        struct batch b;
+        take_batch(p, &b);
+        if (b.go && !scanned && !b.stop) {
+            scan(p, true);
+            scanned = true;
+        }
+        if (b.all && !b.stop)
+            scan(p, false);
+        int64_t now = pr_now_ms();
+        for (size_t k = 0; k < b.ndirty && !b.stop; k++)
+            pr_resync(p, b.dirty[k], now);
+        free(b.dirty);
+        struct pdone *d;
+        while ((d = STAILQ_FIRST(&b.done))) {
+            STAILQ_REMOVE_HEAD(&b.done, link);
+            if (b.stop)
+                free_done(d);
+            else
+                pr_round_done(p, d);
+        }
+        if (b.stop)
+            return NULL;
+        now = pr_now_ms();
+        while (p->nheap && p->heap[0]->due_ms <= now) {
+            struct pinst *pi = p->heap[0];
+            heap_remove(p, pi);
+            pr_round_start(p, pi);
+        }
+        struct pollfd fds[2] = { { .fd = p->wake_fd, .events = POLLIN },
+                                 { .fd = p->ino_fd, .events = POLLIN } };
+        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, b.go ? poll_timeout(p) : -1) < 0 &&
+            errno != EINTR)
+            pr_log(p, LOG_ERR, "poll: %s", strerror(errno));
+        uint64_t n;
+        if (fds[0].revents & POLLIN)
+            (void)!read(p->wake_fd, &n, sizeof(n));
+        if (fds[1].revents & POLLIN)
+            pr_watch_read(p);
+    }
+}
+
+/* ---- the registry subscription (any mutating thread, writer mutex held) ---- */
+
+static void on_change(const struct reg_change *c, void *arg)
+{
+    struct csi_prober *p = arg;
+    if (c->kind != REG_C_SOCKET && c->kind != REG_C_INST_DEL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (!p->stopped && p->ndirty == p->dirty_cap) {
+        size_t cap = p->dirty_cap ? 2 * p->dirty_cap : 16;
+        uint64_t *v = realloc(p->dirty, cap * sizeof(*v));
+        if (v) {
+            p->dirty = v;
+            p->dirty_cap = cap;
+        } else {
+            p->resync_all = true;    /* nothing is lost: the thread rescans */
+        }
+    }
+    if (!p->stopped && p->ndirty < p->dirty_cap)
+        p->dirty[p->ndirty++] = c->inst;
+    pthread_mutex_unlock(&p->mu);
+    pr_wake(p);
+}
+
+/* ---- life cycle ---- */
+
+int csi_prober_start(struct csi_prober **out, struct reg *reg, const struct csi_prober_opts *o)
+{
+    if (!out || !reg)
+        return -EINVAL;
+    struct csi_prober *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    int rc = -pthread_mutex_init(&p->mu, NULL);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    p->reg = reg;
+    if (o)
+        p->o = *o;
+    if (p->o.heartbeat_ms <= 0)
+        p->o.heartbeat_ms = 30000;
+    if (p->o.probe_timeout_ms <= 0 || p->o.probe_timeout_ms > INT_MAX)
+        p->o.probe_timeout_ms = p->o.probe_timeout_ms <= 0 ? 5000 : INT_MAX;
+    if (p->o.health_timeout_ms <= 0)
+        p->o.health_timeout_ms = 30000;
+    p->ino_fd = -1;
+    LIST_INIT(&p->all);
+    STAILQ_INIT(&p->done);
+    p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (p->wake_fd < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = pr_watch_init(p);
+    if (rc == 0)
+        rc = csi_client_new(&p->client);
+    if (rc == 0 && (rc = -pthread_create(&p->thread, NULL, scheduler, p)) == 0)
+        p->joinable = true;
+    /* last: once subscribed, p must outlive the registry's mutations */
+    if (rc == 0)
+        rc = reg_subscribe(reg, on_change, p);
+    if (rc < 0) {
+        csi_prober_stop(p);
+        csi_prober_free(p);
+        return rc;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->go = true;
+    pthread_mutex_unlock(&p->mu);
+    pr_wake(p);
+    *out = p;
+    return 0;
+}
+
+void csi_prober_stop(struct csi_prober *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    bool again = p->stopped;
+    p->stop = p->stopped = true;
+    pthread_mutex_unlock(&p->mu);
+    if (again)
+        return;
+    if (p->joinable) {
+        pr_wake(p);
+        pthread_join(p->thread, NULL);
+        p->joinable = false;
+    }
+    struct pinst *pi;
+    while ((pi = LIST_FIRST(&p->all)))
+        pr_drop(p, pi);
+    csi_client_free(p->client);     /* the callbacks of cancelled calls run */
+    p->client = NULL;
+    pthread_mutex_lock(&p->mu);
+    struct pdone *d;
+    while ((d = STAILQ_FIRST(&p->done))) {
+        STAILQ_REMOVE_HEAD(&p->done, link);
+        free_done(d);
+    }
+    free(p->dirty);
+    p->dirty = NULL;
+    p->ndirty = p->dirty_cap = 0;
+    pthread_mutex_unlock(&p->mu);
+    pr_watch_fini(p);
+    free(p->heap);
+    p->heap = NULL;
+    p->nheap = p->heap_cap = 0;
+}
+
+void csi_prober_free(struct csi_prober *p)
+{
+    if (!p)
+        return;
+    csi_prober_stop(p);
+    if (p->wake_fd >= 0)
+        close(p->wake_fd);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
