@@ -9,7 +9,7 @@ libgrpc-dev
 libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils
 libcriterion-dev
-valgrind strace util-linux coreutils procps"
+valgrind strace util-linux coreutils procps dash shellcheck"
 
 missing=""
 for p in $PKGS; do
