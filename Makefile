@@ -11,6 +11,9 @@
 # proto/*.pb-c.c goes into one static library; binaries and tests link it.
 
 BUILD   ?= build
+# make V=1 shows the full commands
+V       ?=
+Q        = $(if $(V),,@)
 SAN     ?=
 CC      ?= cc
 MNT     ?= /run/csi
@@ -88,35 +91,44 @@ clean:
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen $<
+	@echo "  PROTOC  $<"
+	$(Q)protoc-c --c_out=$(BUILD)/gen $<
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Wno-unused-parameter -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -Wno-unused-parameter -c -o $@ $<
 
 $(BUILD)/obj/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/csifs: $(BUILD)/obj/fs/main.o $(LIB)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/csi-test-plugin: $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTLIB_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(CRIT_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(CRIT_LIBS)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
