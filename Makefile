@@ -56,7 +56,7 @@ BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
-VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_refuse),$(UNIT_TESTS))
+VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_crash store_refuse),$(UNIT_TESTS))
 
 .PHONY: all deps run test test-asan check bench clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
