@@ -1,0 +1,142 @@
+/* register_serial and register_parallel against synchronous LMDB commits on
+ * the same disk. csifs runs durable (no nosync), as in production. A cycle
+ * is mkdir of an instance, its `socket` symlink, rmdir: three commits. */
+#include "tests/bench/bench.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct tf t;
+static char target[4096];      /* what `socket` points at: no plugin there */
+
+/* n synchronous write commits of one small record each into a fresh
+ * environment in dir: seconds, or NAN. */
+static double lmdb_commits(const char *dir, int n)
+{
+    MDB_env *env = NULL;
+    MDB_dbi dbi;
+    MDB_txn *txn;
+    char key[32], val[200];
+    memset(val, 'v', sizeof(val));
+    mkdir(dir, 0700);
+    int rc = mdb_env_create(&env);
+    if (rc == 0)
+        rc = mdb_env_set_mapsize(env, (size_t)1 << 30);
+    if (rc == 0)
+        rc = mdb_env_open(env, dir, 0, 0600);
+    if (rc == 0 && (rc = mdb_txn_begin(env, NULL, 0, &txn)) == 0) {
+        rc = mdb_dbi_open(txn, NULL, 0, &dbi);
+        rc = rc ? rc : mdb_txn_commit(txn);
+    }
+    double t0 = now_s();
+    for (int i = 0; rc == 0 && i < n; i++) {
+        MDB_val k = { (size_t)snprintf(key, sizeof(key), "k%d", i % 1000), key };
+        MDB_val v = { sizeof(val), val };
+        if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) == 0) {
+            rc = mdb_put(txn, dbi, &k, &v, 0);
+            rc = rc ? (mdb_txn_abort(txn), rc) : mdb_txn_commit(txn);
+        }
+    }
+    double dt = now_s() - t0;
+    if (rc)
+        say("lmdb %s: %s", dir, mdb_strerror(rc));
+    if (env)
+        mdb_env_close(env);
+    return rc ? NAN : dt;
+}
+
+struct writer {
+    const char *plugin;
+    int cycles;
+    pthread_barrier_t *go;
+    int failed;
+};
+
+static void *write_cycles(void *arg)
+{
+    struct writer *w = arg;
+    char inst[4096], sock[4200];
+    if (w->go)
+        pthread_barrier_wait(w->go);
+    for (int k = 0; k < w->cycles; k++) {
+        snprintf(inst, sizeof(inst), "%s/csi-node/%s/a%d", t.mnt, w->plugin, k);
+        snprintf(sock, sizeof(sock), "%s/socket", inst);
+        if (mkdir(inst, 0755) < 0 || symlink(target, sock) < 0 || rmdir(inst) < 0)
+            if (!w->failed++)
+                say("register %s: %s", inst, strerror(errno));
+    }
+    return NULL;
+}
+
+/* One writer: cycles/s. */
+static double serial(void)
+{
+    struct writer w = { "serial", cfg.reg_cycles, NULL, 0 };
+    double t0 = now_s();
+    write_cycles(&w);
+    return cfg.reg_cycles / (now_s() - t0);
+}
+
+/* cfg.par_writers writers on plugins w0, w1...: cycles/s over all. */
+static double parallel(void)
+{
+    int n = cfg.par_writers;
+    pthread_t th[n];
+    struct writer w[n];
+    char names[n][16];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, (unsigned)n + 1);
+    for (int k = 0; k < n; k++) {
+        snprintf(names[k], sizeof(names[k]), "w%d", k);
+        w[k] = (struct writer){ names[k], cfg.par_cycles, &go, 0 };
+        pthread_create(&th[k], NULL, write_cycles, &w[k]);
+    }
+    pthread_barrier_wait(&go);
+    double t0 = now_s();
+    for (int k = 0; k < n; k++)
+        pthread_join(th[k], NULL);
+    double dt = now_s() - t0;
+    pthread_barrier_destroy(&go);
+    return (double)n * cfg.par_cycles / dt;
+}
+
+void bench_register(void)
+{
+    if (!bench_wants(R_REGISTER_SERIAL) && !bench_wants(R_REGISTER_PARALLEL))
+        return;
+    say("register: %d cycles, %d writers x %d", cfg.reg_cycles, cfg.par_writers, cfg.par_cycles);
+    /* BENCH_REGISTER_OPTS=nosync: the same cycles without fsync (evidence
+     * for the README: what a cycle costs besides its commits) */
+    if (daemon_start(&t, "bench-register", getenv("BENCH_REGISTER_OPTS")) < 0)
+        return;
+    snprintf(target, sizeof(target), "%s/nothing-listens-here.sock", t.dir);
+    int rc = mkdirf(&t, "csi-node/serial");
+    for (int k = 0; rc == 0 && k < cfg.par_writers; k++)
+        rc = mkdirf(&t, "csi-node/w%d", k);
+    if (rc < 0)
+        say("register: set-up failed: %s", strerror(-rc));
+    for (int rep = 0; rc == 0 && rep < cfg.reps; rep++) {
+        char dir[4200];
+        snprintf(dir, sizeof(dir), "%s/lmdb%d", t.dir, rep);
+        double base, ser, par;
+        if (rep % 2 == 0) {
+            base = lmdb_commits(dir, 3 * cfg.reg_cycles);
+            ser = serial();
+            par = parallel();
+        } else {
+            par = parallel();
+            ser = serial();
+            base = lmdb_commits(dir, 3 * cfg.reg_cycles);
+        }
+        bench_sample(R_REGISTER_SERIAL, ser, NAN, cfg.reg_cycles / base);
+        bench_sample(R_REGISTER_PARALLEL, par, NAN, ser);
+    }
+    daemon_stop(&t);
+}

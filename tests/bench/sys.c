@@ -1,0 +1,267 @@
+/* Clocks, /proc readers, child processes, tmpfs and csifs daemons. */
+#include "tests/bench/bench.h"
+#include "tests/lib/testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sleep_s(double s)
+{
+    struct timespec ts = { .tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+void say(const char *fmt, ...)
+{
+    va_list ap;
+    static double t0;
+    if (t0 == 0)
+        t0 = now_s();
+    va_start(ap, fmt);
+    fprintf(stderr, "bench: [%5.1fs] ", now_s() - t0);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+long proc_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    long kib = -1;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[2048];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* Fields after "(comm)": state is field 3; utime and stime are 14, 15. */
+    char *p = strrchr(buf, ')');
+    unsigned long ut, st;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+pid_t run_bg(const char *const *argv, int in_fd, int out_fd)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(in_fd >= 0 ? in_fd : null, STDIN_FILENO);
+        dup2(out_fd >= 0 ? out_fd : null, STDOUT_FILENO);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+int run_fg(const char *const *argv)
+{
+    pid_t pid = run_bg(argv, -1, -1);
+    int st;
+    if (pid < 0)
+        return pid;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return st;
+}
+
+const char *self_exe(void)
+{
+    static char path[4096];
+    if (!path[0]) {
+        ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+        path[n > 0 ? n : 0] = '\0';
+    }
+    return path;
+}
+
+int drop_dentries(void)
+{
+    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+    if (fd < 0)
+        return -errno;
+    int rc = write(fd, "2", 1) == 1 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+int tmpfs_mount(const char *dir)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return mount("bench", dir, "tmpfs", 0, "mode=0755,size=1g") < 0 ? -errno : 0;
+}
+
+void tmpfs_umount(const char *dir)
+{
+    umount2(dir, MNT_DETACH);
+    rmdir(dir);
+}
+
+bool daemon_alive(struct tf *t)
+{
+    int st;
+    if (t->pid <= 0 || waitpid(t->pid, &st, WNOHANG) == 0)
+        return t->pid > 0;
+    if (WIFSIGNALED(st))
+        say("csifs (pid %d) died of signal %d", (int)t->pid, WTERMSIG(st));
+    else
+        say("csifs (pid %d) exited with status %d", (int)t->pid, WEXITSTATUS(st));
+    t->pid = 0;
+    return false;
+}
+
+void daemon_stop(struct tf *t)
+{
+    daemon_alive(t);
+    tf_stop(t);
+}
+
+int daemon_start(struct tf *t, const char *tag, const char *opts)
+{
+    struct tf_opts o = { .tag = tag, .extra_opts = opts };
+    int rc = tf_spawn(t, &o);
+    if (rc < 0)
+        say("cannot start csifs -o %s: %s", opts ? opts : "", strerror(-rc));
+    return rc;
+}
+
+static const char *vpath(struct tf *t, const char *fmt, va_list ap)
+{
+    char rel[1024];
+    vsnprintf(rel, sizeof(rel), fmt, ap);
+    return tf_path(t, rel);
+}
+
+int mkdirf(struct tf *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = mkdir(vpath(t, fmt, ap), 0755) < 0 ? -errno : 0;
+    va_end(ap);
+    return rc;
+}
+
+int symlinkf(struct tf *t, const char *target, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = symlink(target, vpath(t, fmt, ap)) < 0 ? -errno : 0;
+    va_end(ap);
+    return rc;
+}
+
+ssize_t readf(struct tf *t, char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int fd = open(vpath(t, fmt, ap), O_RDONLY);
+    va_end(ap);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, len - 1);
+    int e = errno;
+    close(fd);
+    if (n < 0)
+        return -e;
+    buf[n] = '\0';
+    return n;
+}
+
+bool wait_files(struct tf *t, const char *fmt, int n, const char *want, double timeout_s)
+{
+    double end = now_s() + timeout_s;
+    size_t wl = strlen(want);
+    char buf[64], rel[256];
+    for (int i = 0; i < n;) {
+        snprintf(rel, sizeof(rel), fmt, i);
+        ssize_t len = readf(t, buf, sizeof(buf), "%s", rel);
+        if (len > 0 && (size_t)len == wl + 1 && strncmp(buf, want, wl) == 0) {
+            i++;
+            continue;
+        }
+        if (now_s() > end)
+            return false;
+        sleep_s(0.05);
+    }
+    return true;
+}
+
+int run_values(const char *const *argv, double *v, int n)
+{
+    int fds[2];
+    if (pipe(fds) < 0)
+        return -errno;
+    pid_t pid = run_bg(argv, -1, fds[1]);
+    close(fds[1]);
+    char buf[256];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof(buf) - 1 &&
+           ((r = read(fds[0], buf + len, sizeof(buf) - 1 - len)) > 0 || (r < 0 && errno == EINTR)))
+        len += r > 0 ? (size_t)r : 0;
+    buf[len] = '\0';
+    close(fds[0]);
+    int st = -1, k = 0;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    for (char *p = buf, *end; k < n; p = end, k++) {
+        v[k] = strtod(p, &end);
+        if (end == p)
+            break;
+    }
+    if (st != 0 || k < n)
+        say("%s %s: status %d, output '%s'", argv[0], argv[1] ? argv[1] : "", st, buf);
+    return st == 0 ? k : -EIO;
+}
+
+double run_value(const char *const *argv)
+{
+    double v;
+    return run_values(argv, &v, 1) == 1 ? v : NAN;
+}

@@ -1,0 +1,314 @@
+/* The tree rows: browse_cold, browse_hot, read_open, read_pread, stat_deep
+ * against the same tree copied onto a tmpfs; then restart and memory on the
+ * same csifs state.
+ *
+ * The tree: csi-node/p<i>/a<j>, cfg.plugins x cfg.insts instances, no
+ * socket but p0/a0's, which points at a live test plugin so that
+ * csi-node/p0/current exists (stat_deep). */
+#include "tests/bench/bench.h"
+#include "tests/lib/plugin_proc.h"
+#include "tests/lib/testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+static struct tf t;
+static char tmpfs[4096];       /* the tmpfs copy */
+static long entries;           /* names in the tree, the root excluded */
+
+int tree_build(struct tf *t, const char *sock)
+{
+    int rc = 0;
+    for (int p = 0; rc == 0 && p < cfg.plugins; p++) {
+        rc = mkdirf(t, "csi-node/p%d", p);
+        for (int a = 0; rc == 0 && a < cfg.insts; a++)
+            rc = mkdirf(t, "csi-node/p%d/a%d", p, a);
+    }
+    if (rc == 0)
+        rc = symlinkf(t, sock, "csi-node/p0/a0/socket");
+    return rc;
+}
+
+/* Copy src to dst: dirs, symlinks, regular files of the same size and mode
+ * (`health` with its content; `events` at depth 0 empty: reading it would
+ * block). Counts the names. */
+static int copy_tree(const char *src, const char *dst, int depth)
+{
+    DIR *d = opendir(src);
+    if (!d)
+        return -errno;
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char s[4096], o[4096], buf[8192];
+        struct stat st;
+        snprintf(s, sizeof(s), "%s/%s", src, e->d_name);
+        snprintf(o, sizeof(o), "%s/%s", dst, e->d_name);
+        if (lstat(s, &st) < 0)
+            rc = -errno;
+        else if (S_ISDIR(st.st_mode))
+            rc = mkdir(o, 0755) < 0 ? -errno : copy_tree(s, o, depth + 1);
+        else if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlink(s, buf, sizeof(buf) - 1);
+            buf[n > 0 ? n : 0] = '\0';
+            rc = n < 0 || symlink(buf, o) < 0 ? -errno : 0;
+        } else {
+            /* the same size; the content itself only where it is read */
+            int in = depth && !strcmp(e->d_name, "health") ? open(s, O_RDONLY) : -1;
+            ssize_t n = in >= 0 ? read(in, buf, sizeof(buf))
+                                 : st.st_size < (off_t)sizeof(buf) ? st.st_size : (off_t)sizeof(buf);
+            if (in < 0)
+                memset(buf, 'x', sizeof(buf));
+            int out = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (out < 0 || (n > 0 && write(out, buf, (size_t)n) != n))
+                rc = -EIO;
+            if (in >= 0)
+                close(in);
+            if (out >= 0)
+                close(out);
+        }
+        if (rc == 0 && !S_ISLNK(st.st_mode))
+            chmod(o, st.st_mode & 07777);
+        entries++;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* One `ls -lR root > /dev/null`: seconds. */
+double ls_lr(const char *root)
+{
+    const char *argv[] = { "ls", "-lR", root, NULL };
+    double t0 = now_s();
+    int st = run_fg(argv);
+    if (st != 0)
+        say("ls -lR %s: status %d", root, st);
+    return now_s() - t0;
+}
+
+static void browse(int rep)
+{
+    double cold[2], hot[2];           /* [0] csifs, [1] tmpfs */
+    for (int k = 0; k < 2; k++) {
+        int which = (k + rep) % 2;    /* alternate who goes first */
+        const char *root = which ? tmpfs : t.mnt;
+        drop_dentries();
+        cold[which] = ls_lr(root);
+        hot[which] = ls_lr(root);
+    }
+    bench_sample(R_BROWSE_COLD, entries / cold[0], NAN, entries / cold[1]);
+    bench_sample(R_BROWSE_HOT, entries / hot[0], NAN, entries / hot[1]);
+}
+
+char **health_paths(const char *root)
+{
+    int n = cfg.plugins * cfg.insts;
+    char **v = calloc((size_t)n, sizeof(*v));
+    for (int i = 0; v && i < n; i++)
+        if (asprintf(&v[i], "%s/csi-node/p%d/a%d/health", root, i / cfg.insts,
+                     i % cfg.insts) < 0)
+            v[i] = NULL;
+    return v;
+}
+
+void free_paths(char **v)
+{
+    for (int i = 0; v && i < cfg.plugins * cfg.insts; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* open/read/close every path once: seconds. */
+double read_pass(char **paths, int n)
+{
+    char buf[64];
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        int fd = open(paths[i], O_RDONLY);
+        if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+            say("read %s: %s", paths[i], strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    return now_s() - t0;
+}
+
+/* PREAD_PASSES preads of every path through fds opened beforehand: seconds. */
+double pread_pass(char **paths, int n)
+{
+    int *fds = calloc((size_t)n, sizeof(int));
+    char buf[64];
+    for (int i = 0; i < n; i++)
+        if ((fds[i] = open(paths[i], O_RDONLY)) < 0)
+            say("open %s: %s", paths[i], strerror(errno));
+    double t0 = now_s();
+    for (int k = 0; k < PREAD_PASSES; k++)
+        for (int i = 0; i < n; i++)
+            if (pread(fds[i], buf, sizeof(buf), 0) <= 0)
+                say("pread %s: %s", paths[i], strerror(errno));
+    double dt = now_s() - t0;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    free(fds);
+    return dt;
+}
+
+/* cfg.stats stat() calls of path: seconds. */
+double stat_pass(const char *path)
+{
+    struct stat st;
+    double t0 = now_s();
+    for (int i = 0; i < cfg.stats; i++)
+        if (stat(path, &st) < 0) {
+            say("stat %s: %s", path, strerror(errno));
+            break;
+        }
+    return now_s() - t0;
+}
+
+static void reads(int rep, char **paths[2], const char *deep[2])
+{
+    int n = cfg.plugins * cfg.insts;
+    double ro[2], pr[2], sd[2];
+    for (int k = 0; k < 2; k++) {
+        int w = (k + rep) % 2;
+        ro[w] = read_pass(paths[w], n);
+        pr[w] = pread_pass(paths[w], n);
+        sd[w] = stat_pass(deep[w]);
+    }
+    bench_sample(R_READ_OPEN, n / ro[0], NAN, n / ro[1]);
+    bench_sample(R_READ_PREAD, n * PREAD_PASSES / pr[0], NAN, n * PREAD_PASSES / pr[1]);
+    bench_sample(R_STAT_DEEP, cfg.stats / sd[0], NAN, cfg.stats / sd[1]);
+}
+
+/* ---- restart and memory ---- */
+
+static double listed_at;
+
+/* Poll <mnt>/csi-node until it lists every plugin (the daemon restarting). */
+static void *lister(void *arg)
+{
+    (void)arg;
+    const char *dir = tf_path(&t, "csi-node");
+    for (double end = now_s() + 30; now_s() < end;) {
+        DIR *d = opendir(dir);
+        int n = 0;
+        while (d && readdir(d))
+            n++;
+        if (d)
+            closedir(d);
+        if (n >= cfg.plugins + 2) {
+            listed_at = now_s();
+            return NULL;
+        }
+        sleep_s(0.0001);
+    }
+    return NULL;
+}
+
+/* Fill the events ring (default 1,024) with attribute writes. */
+static void fill_ring(int rep)
+{
+    int n = cfg.plugins * cfg.insts;
+    for (int i = 0; i < 1100; i++) {
+        char rel[128], val[64];
+        snprintf(rel, sizeof(rel), "csi-node/p%d/a%d/mount_point", (i % n) / cfg.insts,
+                 (i % n) % cfg.insts);
+        int len = snprintf(val, sizeof(val), "/var/lib/csi/r%d-%d\n", rep, i);
+        int fd = open(tf_path(&t, rel), O_WRONLY | O_TRUNC);
+        if (fd < 0 || write(fd, val, (size_t)len) != len)
+            say("write %s: %s", rel, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+static void restart(int rep)
+{
+    tf_halt(&t);
+    pthread_t th;
+    struct tf_opts o = { .tag = "bench-tree" };     /* durable, as in production */
+    listed_at = 0;
+    double t0 = now_s();
+    pthread_create(&th, NULL, lister, NULL);
+    int rc = tf_spawn(&t, &o);
+    if (rc < 0) {
+        say("restart: %s", strerror(-rc));
+        pthread_cancel(th);
+        pthread_join(th, NULL);
+        return;
+    }
+    pthread_join(th, NULL);
+    if (listed_at == 0) {
+        say("restart: csi-node did not list %d plugins within 30 s", cfg.plugins);
+        return;
+    }
+    bench_sample(R_RESTART, (listed_at - t0) * 1000, NAN, NAN);
+    fill_ring(rep);
+    sleep_s(0.2);
+    bench_sample(R_MEMORY, proc_rss_kib(t.pid) / 1024.0, NAN, NAN);
+}
+
+void bench_tree(void)
+{
+    enum row mine[] = { R_BROWSE_COLD, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP,
+                        R_RESTART, R_MEMORY };
+    bool any = false;
+    for (size_t k = 0; k < sizeof(mine) / sizeof(mine[0]); k++)
+        any |= bench_wants(mine[k]);
+    if (!any)
+        return;
+    struct tp_proc plug;
+    char sock[4096];
+    say("tree: %d plugins x %d instances", cfg.plugins, cfg.insts);
+    if (daemon_start(&t, "bench-tree", "nosync") < 0)
+        return;
+    snprintf(sock, sizeof(sock), "%s/plugin.sock", t.dir);
+    snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs", t.dir);
+    int rc = tp_start(&plug, "--socket", sock, "--type", "node", NULL);
+    double t0 = now_s();
+    if (rc == 0 && (rc = tree_build(&t, sock)) == 0) {
+        say("tree: built in %.1f s", now_s() - t0);
+        if (!wait_files(&t, "csi-node/p%d/a0/health", 1, "healthy", 30))
+            rc = -ETIMEDOUT;
+    }
+    if (rc == 0 && (rc = tmpfs_mount(tmpfs)) == 0) {
+        t0 = now_s();
+        rc = copy_tree(t.mnt, tmpfs, 0);
+        say("tree: copied to tmpfs in %.1f s", now_s() - t0);
+    }
+    if (rc < 0)
+        say("tree: set-up failed: %s", strerror(-rc));
+    char **paths[2] = { health_paths(t.mnt), health_paths(tmpfs) };
+    char deep_csifs[4096], deep_tmpfs[8192];
+    snprintf(deep_csifs, sizeof(deep_csifs), "%s/csi-node/p0/current/socket", t.mnt);
+    snprintf(deep_tmpfs, sizeof(deep_tmpfs), "%s/csi-node/p0/current/socket", tmpfs);
+    const char *deep[2] = { deep_csifs, deep_tmpfs };
+    if (rc == 0) {
+        read_pass(paths[0], cfg.plugins * cfg.insts);     /* warm */
+        read_pass(paths[1], cfg.plugins * cfg.insts);
+    }
+    for (int rep = 0; rc == 0 && rep < cfg.reps; rep++) {
+        browse(rep);
+        reads(rep, paths, deep);
+    }
+    for (int rep = 0; rc == 0 && rep < cfg.reps; rep++)
+        restart(rep);
+    bench_note(R_BROWSE_COLD, "%ld names", entries);
+    free_paths(paths[0]);
+    free_paths(paths[1]);
+    tmpfs_umount(tmpfs);
+    daemon_stop(&t);
+    tp_stop(&plug);
+}
