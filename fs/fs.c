@@ -31,8 +31,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void on_change(const struct reg_change *c, void *arg)
 {
-    fs_inval_change(arg, c);
-    fs_events_wake(arg);
+    struct fs *fs = arg;
+    /* After fs_unmount the prober may still record results: nothing to
+     * invalidate, and no fd to write to. */
+    if (!__atomic_load_n(&fs->mounted, __ATOMIC_ACQUIRE))
+        return;
+    fs_inval_change(fs, c);
+    fs_events_wake(fs);
 }
 
 uint64_t fs_requests(struct fs *fs)
@@ -117,8 +122,9 @@ void fs_exit(struct fs *fs)
 void fs_unmount(struct fs *fs)
 {
     if (fs && fs->se && fs->mounted) {
+        /* first: no more notifications to a connection being closed */
+        __atomic_store_n(&fs->mounted, false, __ATOMIC_RELEASE);
         fuse_session_unmount(fs->se);
-        fs->mounted = false;
     }
 }
 
