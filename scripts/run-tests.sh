@@ -20,22 +20,12 @@ count() { # $1 = name, $2 = exit status; reads the Criterion synthesis line in $
     [ "$c_fail" -eq 0 ] || bad="$bad $1"
 }
 
-# A test that crashed may leave a dead mount or a process behind: clear them
-# so that one failure does not cascade (and CI leaves a clean machine).
-sweep() {
-    for m in $(awk '$3 == "fuse.csifs" && $2 ~ /^\/tmp\/csifs-/ {print $2}' /proc/mounts); do
-        umount -l "$m" 2>/dev/null || true
-    done
-    pkill -f "${BUILD:-build}/csi-test-plugin" 2>/dev/null || true
-}
-
 for t in "$@"; do
     name=${t#"${BUILD:-build}"/tests/}
     echo "== $name"
     "$t" --jobs=1 >"$log" 2>&1; rc=$?
     cat "$log"
     count "$name" "$rc"
-    sweep
     case " ${VALGRIND_TESTS:-} " in *" $t "*)
         echo "== $name (valgrind)"
         valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,possible \
@@ -43,7 +33,6 @@ for t in "$@"; do
             "$t" --jobs=1 >"$log" 2>&1; rc=$?
         cat "$log"
         count "$name(valgrind)" "$rc"
-        sweep
     esac
 done
 
