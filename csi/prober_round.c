@@ -2,6 +2,8 @@
  * the fingerprint calls, one after the other; its result goes to the
  * registry and decides when the next round starts (see prober.h). */
 #include "csi/prober_int.h"
+#include "csi/internal.h"
+#include "registry/counters.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -104,7 +106,9 @@ static void finish(struct csi_prober *p, struct pinst *pi, enum reg_outcome outc
     struct reg_fingerprint fp = { g->name, g->vendor_version, g->node_id, g->max_volumes,
                                   g->topology, g->capabilities };
     struct reg_probe pr = { .gen = pi->gen, .outcome = outcome, .reason = reason,
-                            .latency_us = pi->g.latency_us, .fp = with_fp ? &fp : NULL };
+                            .latency_us = pi->g.latency_us, .fp = with_fp ? &fp : NULL,
+                            .pid = with_fp && outcome == REG_PROBE_OK ? csi_peer_pid(pi->path) : 0 };
+    cnt_observe(&cnt.probe[pi->type], pi->g.latency_us);
     int rc = reg_probe_result(p->reg, pi->seq, &pr);
     pr_round_reset(p, pi);
     struct reg_node n = { 0 };

@@ -78,6 +78,24 @@ static int connect_errno(const char *path)
     return rc == EAGAIN || rc == EINPROGRESS ? 0 : rc;
 }
 
+pid_t csi_peer_pid(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct ucred cr = { 0 };
+    socklen_t len = sizeof(cr);
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return 0;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+        cr.pid = 0;
+    close(fd);
+    return cr.pid > 0 ? cr.pid : 0;
+}
+
 char *csi_reason(int status, const char *message, const char *socket_path, int timeout_ms)
 {
     char *r = NULL;

@@ -1,4 +1,5 @@
 #include "registry/events.h"
+#include "registry/counters.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -171,6 +172,7 @@ int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
     r->line[slot] = copy;
     r->len[slot] = (uint16_t)n;
     r->next = seq + 1;
+    cnt_add(&cnt.events, 1);
     if (r->next - r->first > r->cap)
         r->first = r->next - r->cap;
     pthread_cond_broadcast(&r->cv);
@@ -210,6 +212,7 @@ size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
         if (!c->pend[0] && c->next < r->first) {
             snprintf(c->pend, sizeof(c->pend), "lost %llu\n",
                      (unsigned long long)(r->first - c->next));
+            cnt_add(&cnt.events_lost, r->first - c->next);
             c->next = r->first;
             c->off = 0;
         }

@@ -89,6 +89,9 @@ static void apply_probe(struct reg *reg, struct mut *m, void *ctx)
         c->hist = NULL;
     }
     health_hist_add(i, c->p, c->next.reason);
+    i->plugin->probes[c->p->outcome]++;
+    if (c->p->pid > 0)
+        i->pid = c->p->pid;
     mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL);
     if (c->fp_changed) {
         model_free_fp(&i->fp);

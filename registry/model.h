@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "registry/registry.h"
 
@@ -40,6 +41,7 @@ struct plugin {
     struct obj *head;            /* instances, newest first */
     uint32_t count;
     struct inst *current;
+    uint64_t probes[3], health_changes[3]; /* by outcome, by health (metrics) */
 };
 
 struct fp {
@@ -62,6 +64,7 @@ struct inst {
     char *attr[REG_NATTRS];      /* writable attribute values, NULL = empty */
     struct hist *hist;           /* REG_HISTORY entries, allocated on first probe */
     unsigned nhist, hist_head;
+    pid_t pid;                   /* the socket's listener, 0 if unknown (memory only) */
 };
 
 struct reg {

@@ -1,5 +1,6 @@
 /* The mutation path shared by every registry change. */
 #include "registry/mutate.h"
+#include "registry/counters.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,7 @@ int mut_run(struct reg *reg, struct mut *m, mut_apply_fn apply, void *ctx)
     apply(reg, m, ctx);
     reg->next_seq += m->new_seqs;
     pthread_rwlock_unlock(&reg->lock);
+    reg_cnt_mutation(m->ch, m->nch, m->commit);
     for (int c = 0; c < m->nch; c++)
         for (int s = 0; s < reg->nsubs; s++)
             reg->subs[s].fn(&m->ch[c], reg->subs[s].arg);

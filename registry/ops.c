@@ -202,6 +202,8 @@ void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
                        enum reg_health h, bool ready, char *reason)
 {
     bool changed = h != i->health || ready != i->ready || strcmp(reason, i->reason);
+    if (h != i->health)
+        i->plugin->health_changes[h]++;
     i->health = h;
     i->ready = ready;
     free(i->reason);
@@ -222,6 +224,7 @@ static void apply_socket(struct reg *reg, struct mut *m, void *ctx)
     free(i->socket);
     i->socket = s->target;
     i->gen++;
+    i->pid = 0;
     i->was_healthy = false;
     i->unknown_since_ms = model_mono_ms();
     i->o.changed_ns = model_now_ns();

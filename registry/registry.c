@@ -215,6 +215,7 @@ static void fill_node(const struct obj *o, struct reg_node *n)
         n->health_ver = i->health_ver;
         n->ready = i->ready;
         n->has_socket = i->socket != NULL;
+        n->pid = i->pid;
     }
 }
 

@@ -116,6 +116,7 @@ struct reg_probe {
     const char *reason;             /* NOT_READY/ERROR: short and stable */
     int64_t latency_us;
     const struct reg_fingerprint *fp; /* required with OK unless healthy */
+    pid_t pid;                      /* the socket's listener (SO_PEERCRED); 0: not learnt */
 };
 /* Apply one probe result through the health table of DESIGN section 3.
  * -ESTALE if the socket changed since gen; -EINVAL for OK without a
@@ -140,6 +141,7 @@ struct reg_node {
     uint64_t health_ver;            /* bumped whenever health, ready or reason change */
     enum reg_health health;
     bool ready, has_socket;
+    pid_t pid;                      /* instance: its socket's listener, 0 if unknown */
 };
 /* Node by seq, or -ENOENT. */
 int reg_get(struct reg *reg, uint64_t seq, struct reg_node *out);
