@@ -101,6 +101,8 @@ void fs_inval_stop(struct fs *fs)
 static void entry(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     struct fs_inval *v = fs->inval;
+    if (!fs_lookups_known(fs, parent))
+        return;                      /* no dentry can be under an unknown dir */
     struct entry_job *j = calloc(1, sizeof(*j));
     if (!v || !j) {
         free(j);
@@ -117,6 +119,8 @@ static void entry(struct fs *fs, fuse_ino_t parent, const char *name)
 
 static void inode(struct fs *fs, fuse_ino_t ino)
 {
+    if (!fs_lookups_known(fs, ino))
+        return;                      /* the kernel holds nothing of it */
     fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }
 

@@ -96,12 +96,12 @@ Test(tree, register_and_browse)
     cr_assert_eq(lstat(P("csi-controller/ebs/c0/nodeid"), &st), -1);
     cr_assert_eq(tf_sh(&t, "test \"$(ls csi-controller/ebs/c0 | tr '\\n' ' ')\" = "
                            "'capabilities container_mount_point health history mount_point "
-                           "provider ready reason registered version '"), 0);
+                           "provider ready reason registered stats version '"), 0);
     cr_assert_eq(tf_sh(&t, "test \"$(ls csi-node/ebs/a0 | tr '\\n' ' ')\" = "
                            "'capabilities container_mount_point health history max_volumes "
-                           "mount_point nodeid provider ready reason registered socket topology "
-                           "version '"), 0);
-    cr_assert_eq(tf_sh(&t, "test \"$(ls | tr '\\n' ' ')\" = 'csi-controller csi-node events '"), 0);
+                           "mount_point nodeid provider ready reason registered socket stats "
+                           "topology version '"), 0);
+    cr_assert_eq(tf_sh(&t, "test \"$(ls | tr '\\n' ' ')\" = 'csi-controller csi-node events metrics '"), 0);
 }
 
 Test(tree, mkdir_p_idempotent_and_order)
