@@ -33,7 +33,7 @@ const char *const fs_op_names[FS_NOPS] = {
     [FS_OP_SETATTR] = "setattr", [FS_OP_READLINK] = "readlink", [FS_OP_MKDIR] = "mkdir",
     [FS_OP_RMDIR] = "rmdir", [FS_OP_SYMLINK] = "symlink", [FS_OP_UNLINK] = "unlink",
     [FS_OP_RENAME] = "rename", [FS_OP_OPEN] = "open", [FS_OP_READ] = "read",
-    [FS_OP_WRITE] = "write", [FS_OP_RELEASE] = "release", [FS_OP_OPENDIR] = "opendir",
+    [FS_OP_WRITE] = "write", [FS_OP_RELEASE] = "release", [FS_OP_OPENDIR] = "opendir", [FS_OP_RELEASEDIR] = "releasedir",
     [FS_OP_READDIR] = "readdir", [FS_OP_READDIRPLUS] = "readdirplus", [FS_OP_POLL] = "poll",
     [FS_OP_OTHER] = "other",
 };
@@ -64,7 +64,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .fsync = NULL,                   /* every write commits durably before it returns */
     .opendir = fs_op_opendir,        /* ENOSYS from a real handler: listings cached */
     .readdir = fs_op_readdir,
-    .releasedir = NULL,              /* never sent once opendir is ENOSYS */
+    .releasedir = fs_op_releasedir,  /* never sent once opendir is ENOSYS; counted */
     .fsyncdir = NULL,                /* as fsync */
     .statfs = NULL,                  /* libfuse's default answer (zeros) is honest */
     .setxattr = NULL,                /* no xattrs (DESIGN 10): ENOSYS, the kernel */
@@ -141,6 +141,14 @@ static void on_change(const struct reg_change *c, void *arg)
 uint64_t fs_requests(struct fs *fs)
 {
     return __atomic_load_n(&fs->requests, __ATOMIC_RELAXED);
+}
+
+uint64_t fs_requests_of(struct fs *fs, const char *op)
+{
+    for (int k = 0; k < FS_NOPS; k++)
+        if (!strcmp(fs_op_names[k], op))
+            return __atomic_load_n(&fs->req_by_op[k], __ATOMIC_RELAXED);
+    return 0;
 }
 
 int fs_mount(struct fs **out, const struct fs_opts *o)

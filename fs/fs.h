@@ -35,6 +35,9 @@ int fs_loop(struct fs *fs, bool signals);
 void fs_exit(struct fs *fs);
 /* Requests served so far (a debug counter for tests and metrics). */
 uint64_t fs_requests(struct fs *fs);
+/* Requests of one op ("opendir", "getattr"... as csifs_fuse_requests_total
+ * names them) served so far; 0 for an unknown name. */
+uint64_t fs_requests_of(struct fs *fs, const char *op);
 /* Unmount and close the connection now: requests still waiting on the mount
  * fail instead of hanging. The fs stays valid (notifications become no-ops)
  * until fs_destroy. */

@@ -21,6 +21,7 @@ void fs_op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 
 /* ops_dir.c */
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    struct fuse_file_info *fi);
 void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

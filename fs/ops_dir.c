@@ -18,6 +18,15 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fuse_reply_err(req, ENOSYS);
 }
 
+/* Sent only by a kernel without FUSE_NO_OPENDIR_SUPPORT (counted to show
+ * that this one sends none). */
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino, (void)fi;
+    fs_req(req, FS_OP_RELEASEDIR);
+    fuse_reply_err(req, 0);
+}
+
 /* Add one entry; false once the buffer is full. */
 static bool add(struct fs_dirbuf *d, const char *name, const struct fs_node *n, off_t cookie)
 {

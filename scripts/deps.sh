@@ -9,7 +9,8 @@ libgrpc-dev
 libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils
 libcriterion-dev
-valgrind strace util-linux coreutils procps dash shellcheck"
+valgrind strace util-linux coreutils procps dash shellcheck
+prometheus"
 
 missing=""
 for p in $PKGS; do
