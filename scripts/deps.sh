@@ -3,6 +3,7 @@
 # Does nothing when all are present; runs apt-get update only when one is missing.
 set -eu
 
+# prometheus: promtool, which tests/integration/metrics runs on <mnt>/metrics
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
 libgrpc-dev
