@@ -151,6 +151,12 @@ uint64_t fs_requests_of(struct fs *fs, const char *op)
     return 0;
 }
 
+uint64_t fs_invalidations(struct fs *fs, uint64_t *missed)
+{
+    *missed = __atomic_load_n(&fs->inval_sent[1], __ATOMIC_RELAXED);
+    return *missed + __atomic_load_n(&fs->inval_sent[0], __ATOMIC_RELAXED);
+}
+
 int fs_mount(struct fs **out, const struct fs_opts *o)
 {
     struct fs *fs = calloc(1, sizeof(*fs));

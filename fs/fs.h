@@ -38,6 +38,9 @@ uint64_t fs_requests(struct fs *fs);
 /* Requests of one op ("opendir", "getattr"... as csifs_fuse_requests_total
  * names them) served so far; 0 for an unknown name. */
 uint64_t fs_requests_of(struct fs *fs, const char *op);
+/* Inode invalidations sent so far; *missed: of those, how many the kernel
+ * answered ENOENT (it held no such inode). */
+uint64_t fs_invalidations(struct fs *fs, uint64_t *missed);
 /* Unmount and close the connection now: requests still waiting on the mount
  * fail instead of hanging. The fs stays valid (notifications become no-ops)
  * until fs_destroy. */

@@ -121,7 +121,8 @@ static void inode(struct fs *fs, fuse_ino_t ino)
 {
     if (!fs_lookups_known(fs, ino))
         return;                      /* the kernel holds nothing of it */
-    fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+    int rc = fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+    __atomic_add_fetch(&fs->inval_sent[rc == -ENOENT], 1, __ATOMIC_RELAXED);
 }
 
 /* Attribute inodes of an instance whose attr flags match mask (0: all). */

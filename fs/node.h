@@ -63,6 +63,7 @@ struct fs {
     struct fs_lookups *lookups;  /* inodes the kernel knows (lookups.c) */
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
+    uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
 };
 
 /* The mount a request is for; counts the request. */

@@ -462,3 +462,29 @@ Test(views, poll_on_health)
     cr_assert_eq(poll(&pf, 1, 0), 0, "read again: no change pending");
     close(fd);
 }
+
+/* Invalidations go only to inodes the kernel looked up (lookup counts,
+ * decremented by forget): a registration cycle whose files nobody read
+ * sends none the kernel must refuse. */
+Test(views, invalidations_only_for_known_inodes)
+{
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p"), 0);
+    uint64_t missed0, sent0 = fs_invalidations(t.fs, &missed0);
+    for (int k = 0; k < 100; k++)
+        cr_assert_eq(tf_sh(&t, "mkdir csi-node/p/a%d && ln -s /x%d.sock csi-node/p/a%d/socket && "
+                               "rmdir csi-node/p/a%d", k, k, k, k), 0);
+    uint64_t missed1, sent1 = fs_invalidations(t.fs, &missed1);
+    cr_log_info("100 cycles: %llu inode invalidations, %llu refused",
+                (unsigned long long)(sent1 - sent0), (unsigned long long)(missed1 - missed0));
+    cr_assert_gt(sent1 - sent0, 0, "the plugin dir, at least, is known");
+    /* a forget may race a change: allow a handful, not ~17 per cycle */
+    cr_assert_leq(missed1 - missed0, 10, "%llu of %llu refused",
+                  (unsigned long long)(missed1 - missed0), (unsigned long long)(sent1 - sent0));
+    /* and what the kernel read is still invalidated: health after a socket set */
+    cr_assert_eq(tf_sh(&t, "mkdir csi-node/p/z && cat csi-node/p/z/health >/dev/null"), 0);
+    uint64_t missed2, sent2 = fs_invalidations(t.fs, &missed2);
+    cr_assert_eq(tf_sh(&t, "ln -s /z.sock csi-node/p/z/socket"), 0);
+    uint64_t missed3, sent3 = fs_invalidations(t.fs, &missed3);
+    cr_assert_geq(sent3 - sent2, 2, "z and z/health at least");
+    cr_assert_eq(missed3, missed2);
+}
