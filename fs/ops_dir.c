@@ -30,8 +30,6 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* Add one entry; false once the buffer is full. */
 static bool add(struct fs_dirbuf *d, const char *name, const struct fs_node *n, off_t cookie)
 {
-    if (cookie <= d->skip)
-        return true;
     size_t room = d->size - d->len, used;
     bool dots = name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
     if (d->plus) {
@@ -59,6 +57,7 @@ static int add_reg_child(const struct reg_node *r, void *arg)
     struct fs_node n;
     if (fs_resolve(d->fs, fs_ino(r->seq, 0), &n) < 0)
         return 0;
+    /* newest first: cookies go down here, reg_list resumes after one */
     return !add(d, r->kind == REG_K_PLUGIN ? r->plugin : r->alloc, &n,
                 (off_t)r->seq + FS_COOKIE_SEQ);
 }
@@ -79,7 +78,16 @@ static fuse_ino_t parent_of(const struct fs_node *dir)
     }
 }
 
-/* ".", "..", the fixed children by slot, then the kind's own (list). */
+/* An entry of fixed position, unless a resumed listing is past it. */
+static bool add_fixed(struct fs_dirbuf *d, const char *name, const struct fs_node *n,
+                      off_t cookie)
+{
+    return cookie <= d->skip || add(d, name, n, cookie);
+}
+
+/* ".", "..", the fixed children by slot, then the kind's own (list): the
+ * fixed ones' cookies (at most FS_COOKIE_SEQ - 1) are below every
+ * registry child's. */
 static void list_dir(struct fs_dirbuf *d, const struct fs_node *dir)
 {
     const struct fs_kind_def *k = &fs_kinds[dir->kind];
@@ -87,12 +95,12 @@ static void list_dir(struct fs_dirbuf *d, const struct fs_node *dir)
     struct fs_node parent, n;
     if (fs_resolve(fs, parent_of(dir), &parent) < 0)
         parent = *dir;
-    if (!add(d, ".", dir, 1) || !add(d, "..", &parent, 2))
+    if (!add_fixed(d, ".", dir, 1) || !add_fixed(d, "..", &parent, 2))
         return;
     uint64_t seq = dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq;
     for (unsigned slot = dir->kind == K_ROOT ? SLOT_ROOT + 1 : 1; slot < k->nslots; slot++)
         if (fs_resolve(fs, fs_ino(seq, slot), &n) == 0 &&
-            !add(d, fs_node_name(&n), &n, (off_t)slot + 3))
+            !add_fixed(d, fs_node_name(&n), &n, (off_t)slot + 3))
             return;
     if (k->list)
         k->list(d, dir);
