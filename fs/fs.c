@@ -3,6 +3,7 @@
 #include "fs/ops.h"
 #include "fs/events_file.h"
 #include "fs/inval.h"
+#include "fs/workq.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,18 +47,18 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .lookup = fs_op_lookup,
     .forget = fs_op_forget,
     .getattr = fs_op_getattr,
-    .setattr = fs_op_setattr,
+    .setattr = fs_q_setattr,          /* fs_op_setattr on a writer (workq.h) */
     .readlink = fs_op_readlink,
     .mknod = fs_op_mknod,            /* EPERM: only mkdir and symlink make names */
-    .mkdir = fs_op_mkdir,
-    .unlink = fs_op_unlink,
-    .rmdir = fs_op_rmdir,
-    .symlink = fs_op_symlink,
-    .rename = fs_op_rename,
+    .mkdir = fs_q_mkdir,              /* so are all that commit: */
+    .unlink = fs_q_unlink,
+    .rmdir = fs_q_rmdir,
+    .symlink = fs_q_symlink,
+    .rename = fs_q_rename,
     .link = fs_op_link,              /* EPERM */
     .open = fs_op_open,
     .read = fs_op_read,
-    .write = fs_op_write,
+    .write = fs_q_write,
     .flush = NULL,                   /* nothing buffered: libfuse answers ENOSYS, the
                                         kernel stops sending it */
     .release = fs_op_release,
@@ -213,10 +214,14 @@ int fs_loop(struct fs *fs, bool signals)
     struct fuse_loop_config *cfg = fuse_loop_cfg_create();
     if (!cfg)
         return -ENOMEM;
-    fuse_loop_cfg_set_idle_threads(cfg, 10);
-    fuse_loop_cfg_set_max_threads(cfg, 64);
-    int rc = fuse_session_loop_mt(fs->se, cfg);
+    /* One FUSE thread; what commits runs on the writers (workq.h). */
+    fuse_loop_cfg_set_idle_threads(cfg, 1);
+    fuse_loop_cfg_set_max_threads(cfg, 1);
+    int rc = fs_workq_start(fs);
+    if (rc == 0)
+        rc = fuse_session_loop_mt(fs->se, cfg);
     fuse_loop_cfg_destroy(cfg);
+    fs_workq_stop(fs);
     if (signals)
         fuse_remove_signal_handlers(fs->se);
     return rc < 0 ? rc : 0;

@@ -47,6 +47,7 @@ enum fs_op {
 extern const char *const fs_op_names[FS_NOPS];
 
 struct fs_lookups;
+struct fs_workq;
 
 struct fs {
     struct fuse_session *se;
@@ -61,6 +62,7 @@ struct fs {
     struct fs_events *events;    /* readers of <mnt>/events (events_file.c) */
     struct fs_inval *inval;      /* notifier thread and pollers (inval.c) */
     struct fs_lookups *lookups;  /* inodes the kernel knows (lookups.c) */
+    struct fs_workq *workq;      /* writer threads (workq.c), while fs_loop runs */
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
