@@ -104,6 +104,25 @@ static void reserve_topup(struct store *st)
     __atomic_store_n(&st->reserved_to, at, __ATOMIC_RELAXED);
 }
 
+/* Bytes of data.mdb that no tree uses: LMDB's free pages, reused before
+ * the file grows. 0 when it cannot tell. */
+static uint64_t free_in_file(struct store *st, const MDB_envinfo *info, unsigned psize)
+{
+    MDB_txn *txn;
+    MDB_stat fr, mn;
+    uint64_t free_pages = 0;
+    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) != 0)
+        return 0;
+    if (mdb_stat(txn, 0, &fr) == 0 && mdb_stat(txn, st->dbi, &mn) == 0) {
+        uint64_t used = 2 + fr.ms_branch_pages + fr.ms_leaf_pages + fr.ms_overflow_pages +
+                        mn.ms_branch_pages + mn.ms_leaf_pages + mn.ms_overflow_pages;
+        uint64_t pages = (uint64_t)info->me_last_pgno + 1;
+        free_pages = pages > used ? pages - used : 0;
+    }
+    mdb_txn_abort(txn);
+    return free_pages * psize;
+}
+
 static int store_room(void *ctx, uint64_t *bytes)
 {
     struct store *st = ctx;
@@ -130,7 +149,8 @@ static int store_room(void *ctx, uint64_t *bytes)
         uint64_t missing = (uint64_t)(sb.st_size + STORE_RESERVE - to);
         disk = disk > missing ? disk - missing : 0;
     }
-    uint64_t room = disk < map ? disk : map;
+    uint64_t room = disk + free_in_file(st, &info, ms.ms_psize);
+    room = room < map ? room : map;
     *bytes = room > STORE_ROOM_SLACK ? room - STORE_ROOM_SLACK : 0;
     return 0;
 }
