@@ -41,6 +41,7 @@ stop() {
 cleanup() {
     rc=$?
     set +e
+    [ "$rc" -eq 0 ] || { echo "demo: failed; the csifs log:" >&2; cat "$tmp/csifs.log" >&2; }
     stop "$p1"
     stop "$p2"
     stop "$fs_pid"
