@@ -11,6 +11,7 @@ libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils
 libcriterion-dev
 valgrind strace util-linux coreutils procps dash shellcheck
+systemd mandoc man-db groff-base
 prometheus"
 
 missing=""
