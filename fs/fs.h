@@ -2,8 +2,9 @@
  *
  * fs_mount() creates the session and mounts (no threads, no registry yet:
  * DESIGN section 7 mounts before daemonizing); fs_attach() hands it the
- * registry; fs_loop() serves requests on worker threads until unmounted,
- * fs_exit() or a signal.
+ * registry; fs_loop() serves requests until unmounted, fs_exit() or a
+ * signal: on one FUSE thread, and the ones that commit on writer threads it
+ * starts and stops (fs/workq.h).
  */
 #ifndef CSIFS_FS_H
 #define CSIFS_FS_H
