@@ -169,9 +169,9 @@ static void plugins(struct fs_buf *b, const struct snap *s)
         family(b, fam[f][0], fam[f][1], fam[f][2]);
         for (size_t k = 0; k < s->ni; k++)
             if (ps[k].pid)
-                fs_buf_printf(b, "%s{type=\"%s\",plugin=\"%s\",alloc=\"%s\"} %.6f\n",
+                fs_buf_printf(b, "%s{type=\"%s\",plugin=\"%s\",alloc=\"%s\"} %.*f\n",
                               fam[f][0], reg_type_names[s->i[k].type], s->i[k].plugin,
-                              s->i[k].alloc,
+                              s->i[k].alloc, f ? 6 : 0,
                               f ? ps[k].cpu_seconds : (double)ps[k].memory_bytes);
     }
     free(ps);
