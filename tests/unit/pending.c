@@ -229,7 +229,7 @@ Test(pending, a_batch_answers_each_caller_after_its_commit)
     reg_test_commit_delay_ms = 200;
     enum { N = 16 };
     struct call c[N];
-    char names[N][8];
+    char names[N][16];
     for (int k = 0; k < N; k++) {
         snprintf(names[k], sizeof(names[k]), "i%d", k);
         c[k] = (struct call){ .op = OP_INST_ADD, .plugin = "p", .alloc = names[k],
