@@ -362,11 +362,11 @@ void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
     c->kind = ck;
     c->type = o->type;
     c->plugin = p->seq;
-    c->plugin_name = p->name;
+    strcpy(c->plugin_name, p->name);
     c->attr = attr;
     if (i) {
         c->inst = o->seq;
-        c->alloc_name = o->name;
+        strcpy(c->alloc_name, o->name);
         c->gen = i->gen;
     }
 }
