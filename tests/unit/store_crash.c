@@ -329,7 +329,7 @@ Test(store, sigkill_under_8_writers_loses_no_acknowledged_change, .timeout = 600
     struct model m[G_WRITERS];
     for (int w = 0; w < G_WRITERS; w++) {
         m[w] = (struct model){ .np = 0 };
-        snprintf(m[w].tag, sizeof(m[w].tag), "w%dp", w);
+        memcpy(m[w].tag, (char[]){ 'w', (char)('0' + w), 'p', '\0' }, 4);   /* w0p..w7p */
     }
     int acked_total = 0, killed = 0, kept = 0;
     for (int round = 0; round < G_ROUNDS; round++) {
