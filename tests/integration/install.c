@@ -118,6 +118,19 @@ Test(install, installs_exactly_the_listed_files_and_uninstall_removes_them)
     cr_assert_str_eq(out, "", "left behind after uninstall:\n%s", out);
 }
 
+/* `make` builds the programs only; the Criterion binaries are `make test`'s.
+ * A dry run into an empty BUILD lists every link it would do. */
+Test(install, make_builds_only_csifs_and_the_test_plugin)
+{
+    cr_assert_eq(run("make -n -B --no-print-directory BUILD='%s/b' | "
+                     "sed -n 's|.*LD  *%s/b/\\([^\"]*\\).*|\\1|p' | LC_ALL=C sort", work, work), 0,
+                 "%s", out);
+    cr_assert_str_eq(out, "csi-test-plugin\ncsifs\n", "make would link:\n%s", out);
+    cr_assert_eq(run("make -n -B --no-print-directory BUILD='%s/b' tests | grep -c 'LD .*/tests/'",
+                     work), 0, "%s", out);
+    cr_assert_gt(atoi(out), 5, "make tests links only %s test binaries", out);
+}
+
 /* systemd-analyze verify checks the unit's syntax, that ExecStart's binary
  * exists and is executable, and (with MANPATH at the DESTDIR) that every
  * Documentation= page is found. */
