@@ -42,7 +42,10 @@ WARN     := -Wall -Wextra -Werror
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
-ALL_CFLAGS  = -std=c11 -D_GNU_SOURCE -DFUSE_USE_VERSION=314 $(WARN) $(CFLAGS) $(SANFLAGS) \
+# Test-only options (-o debug_commit_delay_ms=, -o debug_fail_commit=): in
+# the build the tests use; an installed csifs is built with TEST_OPTS=0.
+TEST_OPTS ?= 1
+ALL_CFLAGS  = $(if $(filter 1,$(TEST_OPTS)),-DCSIFS_TEST_OPTS) -std=c11 -D_GNU_SOURCE -DFUSE_USE_VERSION=314 $(WARN) $(CFLAGS) $(SANFLAGS) \
               -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LIBS        = $(PKG_LIBS) -lpthread
