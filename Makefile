@@ -112,9 +112,11 @@ bench: deps
 
 # The unit's ExecStart names the installed csifs: scripts/csifs.service says
 # /usr/local/bin, rewritten to $(BINDIR) here.
-install: $(BUILD)/csifs
+# The installed csifs is built apart, without the test-only options.
+install:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/release TEST_OPTS=0 $(BUILD)/release/csifs
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN8DIR) $(DESTDIR)$(UNITDIR)
-	install -m 0755 $(BUILD)/csifs $(DESTDIR)$(BINDIR)/csifs
+	install -m 0755 $(BUILD)/release/csifs $(DESTDIR)$(BINDIR)/csifs
 	install -m 0755 scripts/csi-plugin-hook $(DESTDIR)$(BINDIR)/csi-plugin-hook
 	install -m 0644 $(MANS) $(DESTDIR)$(MAN8DIR)/
 	sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' scripts/csifs.service \
