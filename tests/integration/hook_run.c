@@ -10,8 +10,8 @@ TestSuite(hook_run, .init = hook_setup, .fini = hook_teardown, .timeout = 180);
  * serves $CSI_SOCKET with csi-test-plugin ARGS and writes its PID to
  * PIDFILE, its stdin's target to PIDFILE.stdin and $CSI_ENDPOINT to
  * PIDFILE.env. exec: the plugin is the hook's child. wrap: a shell in
- * between which, on SIGTERM, passes it on, notes it in PIDFILE.term and
- * exits 7 once the plugin is gone. */
+ * between which, on SIGTERM (SIGINT), passes SIGTERM on, notes "term"
+ * ("int") in PIDFILE.term and exits 7 (8) once the plugin is gone. */
 static const char plugin_script[] =
     "mode=$1 pidfile=$2\n"
     "shift 2\n"
@@ -25,6 +25,7 @@ static const char plugin_script[] =
     "p=$!\n"
     "echo $p >\"$pidfile\"\n"
     "trap 'kill -TERM $p; wait $p; echo term >\"$pidfile.term\"; exit 7' TERM\n"
+    "trap 'kill -TERM $p; wait $p; echo int >\"$pidfile.term\"; exit 8' INT\n"
     "wait $p\n";
 
 static char pidfile[600];
@@ -153,6 +154,22 @@ Test(hook_run, sigterm_reaches_the_plugin_and_deregisters)
     cr_assert(exists(tf_path(&t, "csi-node/rp")), "the plugin dir goes only by rmdir");
     snprintf(want, sizeof(want), "%s/a1", sockroot);
     cr_assert(!exists(want), "socket dir left behind");
+}
+
+/* SIGINT (a terminal's ^C) is passed on too: an asynchronous command of sh
+ * would ignore it, the hook gives COMMAND its default action back. */
+Test(hook_run, sigint_reaches_the_plugin)
+{
+    start_fs("run-int", FS_OPTS);
+    struct hk h;
+    run_spawn(&h, "ri", "a1", "wrap", "20s", "");
+    cr_assert(tu_wait_for(said_healthy, &h, 20000), "not healthy: %s", h.err);
+    pid_t pid = plugin_pid();
+    cr_assert_eq(kill(h.pid, SIGINT), 0);
+    cr_assert_eq(hook_reap(&h, 20000), 8, "%s", h.err);
+    cr_assert_str_eq(side("term"), "int", "the plugin did not get SIGINT");
+    assert_gone(pid, "after the hook's SIGINT");
+    cr_assert(!exists(tf_path(&t, "csi-node/ri/a1")), "still registered");
 }
 
 /* Test 1, the plugin exits by itself (status 3 on its third Probe, after
