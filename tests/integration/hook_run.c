@@ -172,13 +172,14 @@ Test(hook_run, sigint_reaches_the_plugin)
     cr_assert(!exists(tf_path(&t, "csi-node/ri/a1")), "still registered");
 }
 
-/* Test 1, the plugin exits by itself (status 3 on its third Probe, after
- * it was healthy): deregistered, the hook exits 3. */
+/* Test 1, the plugin exits by itself (status 3 on its 8th Probe: the
+ * heartbeats of some 6 s after it was healthy): deregistered, the hook exits
+ * 3. */
 Test(hook_run, plugin_exit_status_is_the_hooks)
 {
     start_fs("run-exit", FS_OPTS);
     struct hk h;
-    run_spawn(&h, "rx", "a1", "exec", "20s", "--exit-on-call 3 --only Probe");
+    run_spawn(&h, "rx", "a1", "exec", "20s", "--exit-on-call 8 --only Probe");
     pid_t pid = plugin_pid();
     cr_assert_eq(hook_reap(&h, 30000), 3, "%s", h.err);
     cr_assert(strstr(h.err, "run: csi-node/rx/a1 healthy"), "not healthy first: %s", h.err);
