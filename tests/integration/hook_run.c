@@ -132,7 +132,7 @@ Test(hook_run, sigterm_reaches_the_plugin_and_deregisters)
     struct hk h;
     run_spawn(&h, "rp", "a1", "wrap", "20s", "");
     cr_assert(tu_wait_for(said_healthy, &h, 20000), "not healthy: %s", h.err);
-    cr_assert_str_eq(tf_cat(&t, "csi-node/rp/a1/health"), "healthy");
+    wait_healthy("csi-node/rp/a1");
     cr_assert_str_eq(tf_readlink(&t, "csi-node/rp/current"), "a1");
     pid_t pid = plugin_pid();
     char want[700];
@@ -238,9 +238,9 @@ Test(hook_run, kill_9_then_run_again_takes_over)
     for (int round = 0; round < 2; round++) {
         run_spawn(&h, "kp", "a1", "exec", "20s", "");
         pid = plugin_pid();
-        cr_assert(tu_wait_for(said_healthy, &h, 20000), "round %d: not healthy again: %s",
-                  round, tf_cat(&t, "csi-node/kp/a1/reason"));
-        cr_assert_str_eq(tf_cat(&t, "csi-node/kp/a1/health"), "healthy");
+        cr_assert(tu_wait_for(said_healthy, &h, 20000), "round %d: not healthy again: %s: %s",
+                  round, tf_cat(&t, "csi-node/kp/a1/reason"), h.err);
+        wait_healthy("csi-node/kp/a1");
         const char *names = instances("csi-node/kp");
         cr_assert_str_eq(names, "current a1", "round %d: %s", round, names);
         cr_assert_str_eq(tf_readlink(&t, "csi-node/kp/current"), "a1");
