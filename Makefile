@@ -69,7 +69,7 @@ PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
 BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench)
 # What `make test` needs beyond PROGS.
-TEST_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
@@ -81,7 +81,7 @@ VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events stor
 all: $(PROGS)
 
 # Every binary the tests run: the programs, the Criterion binaries, the tools.
-tests: $(PROGS) $(TEST_BINS)
+tests: $(PROGS) $(CHECK_BINS)
 
 deps:
 	@sh scripts/deps.sh
