@@ -18,7 +18,7 @@ SAN     ?=
 CC      ?= cc
 MNT     ?= /run/csi
 STATE   ?= /var/lib/csifs
-PKGS    := fuse3 grpc libprotobuf-c lmdb
+PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd
 
 # Lazily expanded so that a machine without the -dev packages can still run `make deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))

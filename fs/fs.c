@@ -2,8 +2,11 @@
 #include "fs/node.h"
 #include "fs/events_file.h"
 #include "fs/inval.h"
+#include "fs/oplog.h"
+#include "fs/testopt.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +48,7 @@ uint64_t fs_requests(struct fs *fs)
     return __atomic_load_n(&fs->requests, __ATOMIC_RELAXED);
 }
 
-int fs_mount(struct fs **out, const struct fs_opts *o)
+int fs_session(struct fs **out, const struct fs_opts *o)
 {
     struct fs *fs = calloc(1, sizeof(*fs));
     if (!fs || !(fs->mountpoint = strdup(o->mountpoint))) {
@@ -71,17 +74,12 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
     struct fuse_lowlevel_ops ops = { .init = op_init };
     fs_ops_read(&ops);
     fs_ops_write(&ops);
+    fs_oplog_wrap(&ops);
+    fs_testopt_wrap(&ops);
     if (rc == 0 && !(fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs)))
         rc = -EINVAL;
     fuse_opt_free_args(&args);
-    if (rc == 0 && fuse_session_mount(fs->se, fs->mountpoint) != 0)
-        rc = -EIO;
     if (rc < 0) {
-        fs_destroy(fs);
-        return rc;
-    }
-    fs->mounted = true;
-    if ((rc = fs_inval_start(fs)) < 0) {
         fs_destroy(fs);
         return rc;
     }
@@ -89,16 +87,42 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
     return 0;
 }
 
+int fs_session_mount(struct fs *fs)
+{
+    if (fuse_session_mount(fs->se, fs->mountpoint) != 0)
+        return -EIO;
+    fs->mounted = true;
+    return 0;
+}
+
+int fs_mount(struct fs **out, const struct fs_opts *o)
+{
+    int rc = fs_session(out, o);
+    if (rc == 0 && (rc = fs_session_mount(*out)) < 0) {
+        fs_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int fs_attach(struct fs *fs, struct reg *reg)
 {
     fs->reg = reg;
-    return reg_subscribe(reg, on_change, fs);
+    int rc = fs_inval_start(fs);
+    return rc < 0 ? rc : reg_subscribe(reg, on_change, fs);
+}
+
+int fs_session_fd(struct fs *fs)
+{
+    return fuse_session_fd(fs->se);
 }
 
 int fs_loop(struct fs *fs, bool signals)
 {
     if (signals && fuse_set_signal_handlers(fs->se) != 0)
         return -EIO;
+    if (signals)
+        signal(SIGHUP, SIG_IGN);     /* no stop from `systemctl reload` (DESIGN 9) */
     struct fuse_loop_config *cfg = fuse_loop_cfg_create();
     if (!cfg)
         return -ENOMEM;

@@ -98,7 +98,7 @@ void fs_inval_stop(struct fs *fs)
     fs->inval = NULL;
 }
 
-static void entry(struct fs *fs, fuse_ino_t parent, const char *name)
+void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     struct fs_inval *v = fs->inval;
     struct entry_job *j = calloc(1, sizeof(*j));
@@ -165,28 +165,28 @@ void fs_inval_change(struct fs *fs, const struct reg_change *c)
         break;
     case REG_C_PLUGIN_DEL:
         inode(fs, type_dir);
-        entry(fs, type_dir, c->plugin_name);
+        fs_inval_entry(fs, type_dir, c->plugin_name);
         break;
     case REG_C_INST_ADD:
         inode(fs, plugin_dir);
         break;
     case REG_C_INST_DEL:
         inode(fs, plugin_dir);
-        entry(fs, plugin_dir, c->alloc_name);
+        fs_inval_entry(fs, plugin_dir, c->alloc_name);
         wake_pollers(fs, c->inst);
         break;
     case REG_C_CURRENT:
         inode(fs, fs_ino(c->plugin, 1));
         inode(fs, plugin_dir);
         if (reg_current_get(fs->reg, c->plugin, NULL, 0) < 0)
-            entry(fs, plugin_dir, "current");
+            fs_inval_entry(fs, plugin_dir, "current");
         break;
     case REG_C_SOCKET:
         inode(fs, inst_dir);
         inode(fs, fs_ino(c->inst, 1));
         attrs(fs, c->inst, c->type, 0, NULL, 0);
         if (reg_get(fs->reg, c->inst, &n) == 0 && !n.has_socket)
-            entry(fs, inst_dir, "socket");
+            fs_inval_entry(fs, inst_dir, "socket");
         break;
     case REG_C_ATTR:
         /* a write changes the instance's mtime: every file in it */

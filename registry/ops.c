@@ -1,5 +1,6 @@
 /* Structural mutations: plugins, instances, sockets, writable attributes.
  * Each validates with wlock held, then hands an apply step to mut_run(). */
+#include "registry/log.h"
 #include "registry/mutate.h"
 
 #include <errno.h>
@@ -236,9 +237,9 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
     if (target && !*target)
         target = NULL;
     if (target && target[0] != '/')
-        return -EINVAL;
+        return reg_why_set("socket target must be an absolute path"), -EINVAL;
     if (target && strlen(target) > REG_SOCKET_MAX)
-        return -ENAMETOOLONG;
+        return reg_why_set("socket target over 107 bytes (a unix socket address)"), -ENAMETOOLONG;
     struct sock_ctx s = { 0 };
     struct mut m = { .commit = true };
     int rc = 0;
@@ -296,7 +297,7 @@ int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
     if (len && value[len - 1] == '\n')
         len--;
     if (len > REG_VALUE_MAX || (len && (memchr(value, '\0', len) || memchr(value, '\n', len))))
-        return -EINVAL;
+        return reg_why_set("value must be one line without NUL, at most 4096 bytes"), -EINVAL;
     struct attr_ctx a = { .attr = attr };
     struct mut m = { .commit = true };
     int rc = 0;

@@ -77,6 +77,45 @@ int store_lock(const char *dir, bool excl, int *fd, char *err, size_t errlen)
     return store_fail(err, errlen, -EBUSY, "%s: state dir in use by another process", path);
 }
 
+/* The lock file, as its holder wrote it:
+ *   PID\nconn=NN\nmount=PATH\n   (conn and mount once the holder mounted) */
+int store_lock_note(struct store *st, const char *mount, unsigned conn)
+{
+    char buf[4200];
+    int n = snprintf(buf, sizeof(buf), "%ld\nconn=%u\nmount=%s\n", (long)getpid(), conn, mount);
+    if (n < 0 || n >= (int)sizeof(buf))
+        return -ENAMETOOLONG;
+    /* pwrite first, then cut: a reader never sees an empty file */
+    if (pwrite(st->lockfd, buf, (size_t)n, 0) != n || ftruncate(st->lockfd, n) < 0)
+        return -errno;
+    return 0;
+}
+
+int store_lock_holder(const char *dir, struct store_holder *h)
+{
+    char path[4096], buf[4200];
+    memset(h, 0, sizeof(*h));
+    snprintf(path, sizeof(path), "%s/%s", dir, STORE_LOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    int busy = flock(fd, LOCK_SH | LOCK_NB) == 0 ? 0 : errno == EWOULDBLOCK ? 1 : -errno;
+    ssize_t n = busy == 1 ? pread(fd, buf, sizeof(buf) - 1, 0) : 0;
+    close(fd);
+    if (busy <= 0)
+        return busy;
+    buf[n > 0 ? n : 0] = '\0';
+    h->pid = strtol(buf, NULL, 10);
+    const char *c = strstr(buf, "\nconn="), *m = strstr(buf, "\nmount=");
+    if (c)
+        h->conn = (unsigned)strtoul(c + 6, NULL, 10);
+    if (m) {
+        snprintf(h->mount, sizeof(h->mount), "%s", m + 7);
+        h->mount[strcspn(h->mount, "\n")] = '\0';
+    }
+    return 1;
+}
+
 /* mkdir dir 0700 unless it exists; make a new entry durable. */
 static int make_dir(const char *dir, char *err, size_t errlen)
 {
