@@ -58,10 +58,15 @@ BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
 # valgrind is too slow for CI).
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_crash store_refuse),$(UNIT_TESTS))
 
+# csifs with the test-only options (-o debug_*, fs/testopt.h): its testopt
+# object, built with -DCSIFS_TEST_OPTS, is linked before the library and so
+# replaces the library's. Tests run it; it is never installed.
+TEST_BINS := $(if $(wildcard fs/testopt.c),$(BUILD)/csifs-test)
+
 .PHONY: all deps run test test-asan check bench clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
 .SECONDARY:
-all: $(BINS) $(UNIT_TESTS) $(INTEG_TESTS)
+all: $(BINS) $(TEST_BINS) $(UNIT_TESTS) $(INTEG_TESTS)
 
 deps:
 	@sh scripts/deps.sh
@@ -113,6 +118,15 @@ $(BUILD)/csifs: $(BUILD)/obj/fs/main.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+$(BUILD)/obj-test/fs/testopt.o: fs/testopt.c | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (CSIFS_TEST_OPTS)"
+	$(Q)$(CC) $(ALL_CFLAGS) -DCSIFS_TEST_OPTS -c -o $@ $<
+
+$(BUILD)/csifs-test: $(BUILD)/obj/fs/main.o $(BUILD)/obj-test/fs/testopt.o $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
 $(BUILD)/csi-test-plugin: $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
@@ -131,4 +145,4 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TESTLIB_OBJS) $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(CRIT_LIBS)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/obj-test -name '*.d' 2>/dev/null)
