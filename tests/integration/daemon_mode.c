@@ -3,6 +3,7 @@
  * nothing. Every bound is a liveness deadline scaled by tu_ms(). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <poll.h>
 #include <signal.h>
@@ -147,8 +148,14 @@ static void teardown(void)
             if (!tu_wait_for(gone_cond, &pid, 5000))
                 kill(daemons[k], SIGKILL);
         }
-        if (is_mount(mounts[k]))
+        /* a test that failed half-way may leave its own mount wedged */
+        char type[64];
+        unsigned conn;
+        if (fs_mount_find(mounts[k], type, sizeof(type), &conn) == 1 &&
+            !strcmp(type, "fuse.csifs")) {
+            fs_abort_conn(conn);
             umount2(mounts[k], MNT_DETACH);
+        }
         free(mounts[k]);
     }
     ndaemons = 0;
@@ -440,4 +447,109 @@ Test(daemon_mode, sighup_is_ignored_in_both_modes)
     cr_assert_eq(sh(out, sizeof(out), "ls mnt/csi-node"), 0, "%s", out);
     cr_assert_str_eq(out, "p\n");
     stop_fg(fg, D("mnt"));
+}
+
+/* ---- a wedged connection (issue 13): the real one, made on purpose ---- */
+
+/* A thread of pid in state D (uninterruptible, in the kernel) whose wchan
+ * starts with fn (NULL: any). */
+static bool thread_in_d(long pid, const char *fn)
+{
+    char path[128], buf[512];
+    snprintf(path, sizeof(path), "ls /proc/%ld/task 2>/dev/null", pid);
+    FILE *ls = popen(path, "r");
+    if (!ls)
+        return false;
+    bool found = false;
+    long tid;
+    while (!found && fscanf(ls, "%ld", &tid) == 1) {
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/stat", pid, tid);
+        FILE *f = fopen(path, "r");
+        char st = 0;
+        if (f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')'))
+            sscanf(strrchr(buf, ')') + 1, " %c", &st);
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/wchan", pid, tid);
+        f = fopen(path, "r");
+        buf[0] = '\0';
+        if (f && !fgets(buf, sizeof(buf), f))
+            buf[0] = '\0';
+        if (f)
+            fclose(f);
+        found = st == 'D' && (!fn || !strncmp(buf, fn, strlen(fn)));
+    }
+    pclose(ls);
+    return found;
+}
+
+struct wedge { long pid; };
+
+static bool notifier_stuck(void *arg)
+{
+    return thread_in_d(((struct wedge *)arg)->pid, "fuse_reverse_inval_entry");
+}
+
+Test(daemon_mode, a_wedged_connection_of_a_killed_csifs_is_recovered_at_restart)
+{
+    char out[4096], test_bin[4200];
+    cr_assert_eq(mkdir(D("mnt"), 0755), 0);
+    snprintf(test_bin, sizeof(test_bin), "%s-test", bin());
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        FILE *f = freopen(D("log"), "a", stderr);
+        (void)f;
+        char o[4200];
+        snprintf(o, sizeof(o), "debug_hold=mkdir,debug_hold_inval,state=%s", D("state"));
+        execl(test_bin, "csifs-test", "-f", "-o", o, D("mnt"), (char *)NULL);
+        _exit(127);
+    }
+    daemons[ndaemons] = pid;
+    mounts[ndaemons++] = strdup(D("mnt"));
+    cr_assert(tu_wait_for(serving, (void *)D("mnt"), 10000));
+    int old = open(D("mnt/csi-node"), O_RDONLY | O_DIRECTORY);
+    cr_assert_geq(old, 0);
+    /* the held mkdir: its caller keeps csi-node's lock */
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t mk = fork();
+    if (mk == 0) {
+        int e = mkdir(D("mnt/csi-node/x"), 0755) == 0 ? 0 : errno;
+        (void)!write(p[1], &e, sizeof(e));
+        _exit(0);
+    }
+    close(p[1]);
+    /* the notifier, invalidating csi-node/x, blocks on that lock */
+    struct wedge w = { pid };
+    cr_assert(tu_wait_for(notifier_stuck, &w, 5000), "no thread in fuse_reverse_inval_entry");
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    tu_sleep_ms(tu_ms(500));
+    /* the wedge: a zombie with a thread stuck in the kernel, not reapable */
+    cr_assert(gone(pid), "not even a zombie");
+    cr_assert(thread_in_d(pid, NULL), "no thread left in D state: no wedge");
+    cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0);
+    cr_assert_eq(sh(out, sizeof(out), "grep -c 'mount=' state/csifs.lock"), 0, "%s", out);
+    /* restart on the same state and mount point: serves within 5 s */
+    int64_t t0 = tu_now_ms();
+    int rc = start_daemon(out, sizeof(out), D("state"), "", D("mnt"));
+    int64_t took = tu_now_ms() - t0;
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert_lt(took, tu_ms(5000), "restart took %lld ms", (long long)took);
+    cr_assert_eq(sh(out, sizeof(out), "ls mnt | tr '\\n' ' '"), 0);
+    cr_assert_str_eq(out, "csi-controller csi-node events ");
+    /* the held mkdir was aborted; the old mount answers ENOTCONN */
+    struct pollfd pf = { .fd = p[0], .events = POLLIN };
+    cr_assert_eq(poll(&pf, 1, (int)tu_ms(5000)), 1, "the held mkdir still waits");
+    int e = -1;
+    cr_assert_eq(read(p[0], &e, sizeof(e)), (ssize_t)sizeof(e));
+    cr_assert_eq(e, ECONNABORTED, "held mkdir: %s", strerror(e));
+    struct stat st;
+    cr_assert_eq(fstatat(old, "x", &st, 0), -1);
+    cr_assert_eq(errno, ENOTCONN, "old mount: %s", strerror(errno));
+    close(old);
+    close(p[0]);
+    waitpid(mk, NULL, 0);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);   /* the zombie is free to go */
+    stop_daemon(D("state"), D("mnt"));
 }
