@@ -51,9 +51,17 @@ static int set_hold_inval(const char *val, char *err, size_t errlen)
     return 1;
 }
 
+static int set_shared_fd(const char *val, char *err, size_t errlen)
+{
+    (void)val, (void)err, (void)errlen;
+    fs_inval_share_fd(true);
+    return 1;
+}
+
 static const struct topt_row rows[] = {
     { "debug_hold=", set_hold },
     { "debug_hold_inval", set_hold_inval },
+    { "debug_notifier_shared_fd", set_shared_fd },
 };
 
 int fs_testopt_parse(const char *opt, char *err, size_t errlen)

@@ -8,6 +8,10 @@
  *                      invalidate the held name in that directory, so its
  *                      thread blocks in the kernel on the caller's lock
  *                      (the wedge of issue 13)
+ *   debug_notifier_shared_fd
+ *                      the notifier writes through the process's own
+ *                      /dev/fuse fd, not its private clone: a SIGKILL then
+ *                      wedges the mount as it did before (inval.c)
  */
 #ifndef CSIFS_TESTOPT_H
 #define CSIFS_TESTOPT_H

@@ -490,18 +490,24 @@ static bool notifier_stuck(void *arg)
     return thread_in_d(((struct wedge *)arg)->pid, "fuse_reverse_inval_entry");
 }
 
-Test(daemon_mode, a_wedged_connection_of_a_killed_csifs_is_recovered_at_restart)
+/* csifs-test with a held mkdir (its caller keeps csi-node's lock) and the
+ * notifier stuck on that lock invalidating csi-node/x; then SIGKILL.
+ * shared: the notifier writes through the process's own /dev/fuse (the old
+ * way, debug_notifier_shared_fd): the wedge. Else its private clone: no
+ * wedge. Then a restart on the same state and mount point serves within 5 s,
+ * the held mkdir gets ECONNABORTED and the old mount ENOTCONN. */
+static void kill_with_the_notifier_stuck(bool shared)
 {
-    char out[4096], test_bin[4200];
+    char out[4096], test_bin[4200], o[4200];
     cr_assert_eq(mkdir(D("mnt"), 0755), 0);
     snprintf(test_bin, sizeof(test_bin), "%s-test", bin());
+    snprintf(o, sizeof(o), "debug_hold=mkdir,debug_hold_inval%s,state=%s",
+             shared ? ",debug_notifier_shared_fd" : "", D("state"));
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         FILE *f = freopen(D("log"), "a", stderr);
         (void)f;
-        char o[4200];
-        snprintf(o, sizeof(o), "debug_hold=mkdir,debug_hold_inval,state=%s", D("state"));
         execl(test_bin, "csifs-test", "-f", "-o", o, D("mnt"), (char *)NULL);
         _exit(127);
     }
@@ -510,7 +516,6 @@ Test(daemon_mode, a_wedged_connection_of_a_killed_csifs_is_recovered_at_restart)
     cr_assert(tu_wait_for(serving, (void *)D("mnt"), 10000));
     int old = open(D("mnt/csi-node"), O_RDONLY | O_DIRECTORY);
     cr_assert_geq(old, 0);
-    /* the held mkdir: its caller keeps csi-node's lock */
     int p[2];
     cr_assert_eq(pipe(p), 0);
     pid_t mk = fork();
@@ -520,17 +525,24 @@ Test(daemon_mode, a_wedged_connection_of_a_killed_csifs_is_recovered_at_restart)
         _exit(0);
     }
     close(p[1]);
-    /* the notifier, invalidating csi-node/x, blocks on that lock */
     struct wedge w = { pid };
     cr_assert(tu_wait_for(notifier_stuck, &w, 5000), "no thread in fuse_reverse_inval_entry");
     cr_assert_eq(kill(pid, SIGKILL), 0);
-    tu_sleep_ms(tu_ms(500));
-    /* the wedge: a zombie with a thread stuck in the kernel, not reapable */
-    cr_assert(gone(pid), "not even a zombie");
-    cr_assert(thread_in_d(pid, NULL), "no thread left in D state: no wedge");
-    cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0);
+    if (shared) {
+        tu_sleep_ms(tu_ms(500));
+        /* the wedge: a zombie with a thread stuck in the kernel, not reapable */
+        cr_assert(gone(pid), "not even a zombie");
+        cr_assert(thread_in_d(pid, NULL), "no thread left in D state: no wedge");
+        cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0);
+    } else {
+        /* no wedge: the process exits for good */
+        int64_t end = tu_now_ms() + tu_ms(2000);
+        pid_t r;
+        while ((r = waitpid(pid, NULL, WNOHANG)) == 0 && tu_now_ms() < end)
+            tu_sleep_ms(5);
+        cr_assert_eq(r, pid, "the killed csifs did not exit: wedged");
+    }
     cr_assert_eq(sh(out, sizeof(out), "grep -c 'mount=' state/csifs.lock"), 0, "%s", out);
-    /* restart on the same state and mount point: serves within 5 s */
     int64_t t0 = tu_now_ms();
     int rc = start_daemon(out, sizeof(out), D("state"), "", D("mnt"));
     int64_t took = tu_now_ms() - t0;
@@ -538,7 +550,6 @@ Test(daemon_mode, a_wedged_connection_of_a_killed_csifs_is_recovered_at_restart)
     cr_assert_lt(took, tu_ms(5000), "restart took %lld ms", (long long)took);
     cr_assert_eq(sh(out, sizeof(out), "ls mnt | tr '\\n' ' '"), 0);
     cr_assert_str_eq(out, "csi-controller csi-node events ");
-    /* the held mkdir was aborted; the old mount answers ENOTCONN */
     struct pollfd pf = { .fd = p[0], .events = POLLIN };
     cr_assert_eq(poll(&pf, 1, (int)tu_ms(5000)), 1, "the held mkdir still waits");
     int e = -1;
@@ -550,6 +561,17 @@ Test(daemon_mode, a_wedged_connection_of_a_killed_csifs_is_recovered_at_restart)
     close(old);
     close(p[0]);
     waitpid(mk, NULL, 0);
-    cr_assert_eq(waitpid(pid, NULL, 0), pid);   /* the zombie is free to go */
+    if (shared)
+        cr_assert_eq(waitpid(pid, NULL, 0), pid);   /* the zombie is free to go */
     stop_daemon(D("state"), D("mnt"));
+}
+
+Test(daemon_mode, a_wedged_connection_of_a_killed_csifs_is_recovered_at_restart)
+{
+    kill_with_the_notifier_stuck(true);
+}
+
+Test(daemon_mode, the_notifier_stuck_in_the_kernel_does_not_wedge_a_killed_csifs)
+{
+    kill_with_the_notifier_stuck(false);
 }
