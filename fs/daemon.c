@@ -10,14 +10,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 #include <fuse_log.h>
@@ -51,9 +49,7 @@ struct run {
     struct csifs_opts *o;
     struct fs *fs;
     int report_fd;                   /* write end of the pipe, or -1 */
-    pthread_t ready_th;
-    bool ready_started;
-    bool served;
+    bool served;                     /* INIT answered (atomic) */
 };
 
 /* status 0: serving; else msg is the failure. Only once. */
@@ -137,27 +133,17 @@ static void raise_nofile(void)
     }
 }
 
-/* A thread: once a statfs of the mount is answered (INIT was), the daemon
- * serves: say so. */
-static void *await_serving(void *arg)
+/* fs_opts.on_init: INIT is answered, and the registry was attached and the
+ * prober started before the loop began: the daemon serves. No thread ever
+ * makes a request on our own mount: a kill while it waits would wedge it. */
+static void on_init(void *arg)
 {
     struct run *r = arg;
-    struct statfs sfs;
-    if (statfs(r->o->mountpoint, &sfs) < 0) {
-        char msg[600];
-        snprintf(msg, sizeof(msg), "%s: the mount does not answer: %s", r->o->mountpoint,
-                 strerror(errno));
-        reg_log(LOG_ERR, "%s", msg);
-        report(r, 1, msg);
-        fs_exit(r->fs);
-        return NULL;
-    }
-    r->served = true;
+    __atomic_store_n(&r->served, true, __ATOMIC_RELEASE);
     report(r, 0, "");
     sd_notify(0, "READY=1");
     reg_log(LOG_INFO, "serving %s (state %s, pid %ld)", r->o->mountpoint, r->o->state,
             (long)getpid());
-    return NULL;
 }
 
 /* Record pid, mount point and connection id in the lock file. */
@@ -198,16 +184,14 @@ static int serve(struct run *r)
                                   .health_timeout_ms = o->health_timeout_ms, .log = reg_log };
     if (rc == 0 && (rc = csi_prober_start(&pr, reg, &po)) < 0)
         snprintf(err, sizeof(err), "cannot start the prober: %s", strerror(-rc));
-    if (rc == 0 && (rc = -pthread_create(&r->ready_th, NULL, await_serving, r)) < 0)
-        snprintf(err, sizeof(err), "cannot start a thread: %s", strerror(-rc));
-    r->ready_started = rc == 0;
     if (rc == 0)
         rc = fs_loop(r->fs, true);
-    if (r->ready_started)
-        pthread_join(r->ready_th, NULL);
-    if (rc == 0 && !r->served)
-        rc = -EIO;                   /* await_serving said why */
-    if (r->served) {
+    bool served = __atomic_load_n(&r->served, __ATOMIC_ACQUIRE);
+    if (rc == 0 && !served) {
+        rc = -EIO;
+        snprintf(err, sizeof(err), "%s: the FUSE session ended before INIT", o->mountpoint);
+    }
+    if (served) {
         sd_notify(0, "STOPPING=1");
         reg_log(LOG_INFO, "stopping: unmounting %s", o->mountpoint);
     }
@@ -224,7 +208,7 @@ static int serve(struct run *r)
     reg_close(reg);
     csi_prober_free(pr);
     store_close(st);
-    if (r->served)
+    if (served)
         reg_log(LOG_INFO, "stopped");
     return rc < 0 ? 1 : 0;
 }
@@ -264,7 +248,8 @@ int fs_daemon_run(struct csifs_opts *o)
     struct run r = { .o = o, .report_fd = -1 };
     struct fs_opts fo = { .mountpoint = o->mountpoint, .argc = o->fuse.argc,
                           .argv = o->fuse.argv, .has_registrar = o->has_registrar,
-                          .registrar_gid = o->registrar_gid };
+                          .registrar_gid = o->registrar_gid,
+                          .on_init = on_init, .on_init_arg = &r };
     /* the FUSE options first: nothing is touched before they are known */
     if (fs_session(&r.fs, &fo) < 0) {
         reg_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");

@@ -6,8 +6,10 @@
  *   the store -> registry -> notifier, prober -> serve.
  * Without -f the command returns when the daemon serves (0) or failed (1,
  * the daemon's message on stderr), told through a pipe. "Serving" is: the
- * registry attached, the prober started, and a statfs of the mount answered
- * (so FUSE INIT was). Then READY=1 (sd_notify). SIGTERM/SIGINT: STOPPING=1,
+ * registry attached and the prober started before the request loop, and FUSE
+ * INIT answered (the word is sent from the INIT handler, just before libfuse
+ * writes the reply; any request waits in the kernel until it is written).
+ * Then READY=1 (sd_notify). SIGTERM/SIGINT: STOPPING=1,
  * unmount, exit 0. SIGHUP is ignored.
  * Logs: registry/log.h; syslog once daemonized. */
 #ifndef CSIFS_DAEMON_H

@@ -15,7 +15,7 @@
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    struct fs *fs = userdata;
     /* O_TRUNC comes with open, so `echo x > attr` is one change, not two. */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -26,6 +26,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * drop them ourselves on change, so no size-based guessing. */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     /* No xattrs, no locks: the kernel stops asking after the first ENOSYS. */
+    if (fs->on_init)
+        fs->on_init(fs->on_init_arg);
 }
 
 /* Entries and attributes are cached for a day: every change invalidates
@@ -56,6 +58,8 @@ int fs_session(struct fs **out, const struct fs_opts *o)
         return -ENOMEM;
     }
     fs->has_registrar = o->has_registrar;
+    fs->on_init = o->on_init;
+    fs->on_init_arg = o->on_init_arg;
     fs->gid = o->registrar_gid;
     fs->mount_ns = (int64_t)time(NULL) * 1000000000;
     fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
