@@ -39,8 +39,6 @@ int fs_session_mount(struct fs *fs);
 /* Serve reg from now on; starts the notifier thread. Must be called once,
  * before fs_loop. */
 int fs_attach(struct fs *fs, struct reg *reg);
-/* The /dev/fuse fd of the session. */
-int fs_session_fd(struct fs *fs);
 /* Serve until unmounted or asked to exit; returns 0 or a negative errno.
  * signals: SIGTERM and SIGINT end the loop (libfuse's handlers); SIGHUP is
  * ignored. */

@@ -2,6 +2,8 @@
 #include "fs/testopt.h"
 #include "registry/log.h"
 
+#include "registry/registry.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <stddef.h>
@@ -17,6 +19,9 @@ struct raw {
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
     int nargs;                       /* non-option arguments seen */
     char err[256];                   /* a test option refused */
+#ifdef CSIFS_TEST_OPTS
+    char *dbg_commit_delay, *dbg_fail_commit;   /* test builds only */
+#endif
 };
 
 /* What mount(8) and fstab add that means nothing to csifs (DESIGN 9): taken
@@ -39,6 +44,10 @@ static const struct fuse_opt spec[] = {
     OPT("max_instances=%s", max),
     OPT("log_level=%s", level),
     { "nosync", offsetof(struct raw, nosync), 1 },
+#ifdef CSIFS_TEST_OPTS
+    OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
+    OPT("debug_fail_commit=%s", dbg_fail_commit),
+#endif
     FUSE_OPT_KEY("-f", KEY_FOREGROUND),
     FUSE_OPT_KEY("-d", KEY_DEBUG),
     FUSE_OPT_KEY("debug", KEY_DEBUG),
@@ -165,6 +174,14 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
         return BAD("bad log_level=%s (want debug, info, warning or err)", r->level);
     if (r->nargs > 2)
         return BAD("too many arguments (want [SOURCE] MOUNTPOINT)");
+#ifdef CSIFS_TEST_OPTS
+    unsigned delay = 0;
+    if (r->dbg_commit_delay && parse_uint(r->dbg_commit_delay, &delay) < 0)
+        return BAD("bad debug_commit_delay_ms=%s", r->dbg_commit_delay);
+    reg_test_commit_delay_ms = (int)delay;
+    reg_test_fail_commit = r->dbg_fail_commit;   /* kept for the process's life */
+    free(r->dbg_commit_delay);
+#endif
     return 0;
 }
 

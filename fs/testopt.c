@@ -1,6 +1,5 @@
-/* Test-only options: see testopt.h. Built twice: into libcsifs.a without
- * CSIFS_TEST_OPTS (every debug_* refused), and with it into csifs-test,
- * whose object is linked before the library and so replaces it. */
+/* Test-only options: see testopt.h. Without CSIFS_TEST_OPTS only the
+ * refusal of every debug_* option is compiled. */
 #include "fs/testopt.h"
 
 #include <errno.h>
@@ -90,7 +89,7 @@ int fs_testopt_parse(const char *opt, char *err, size_t errlen)
 {
     if (strncmp(opt, "debug_", 6))
         return 0;
-    snprintf(err, errlen, "unknown option %s (test options exist only in csifs-test)", opt);
+    snprintf(err, errlen, "unknown option %s (test options exist only in test builds)", opt);
     return -EINVAL;
 }
 

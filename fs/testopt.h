@@ -1,6 +1,8 @@
 /* Test-only options, `-o debug_*` (tests/README.md). They exist only in a
- * build with -DCSIFS_TEST_OPTS (build/csifs-test, which tests run); in the
- * installed csifs every debug_* option is refused as unknown.
+ * build with -DCSIFS_TEST_OPTS (the Makefile's TEST_OPTS=1, the default: the
+ * build tests run); `make install` builds csifs with TEST_OPTS=0, where every
+ * debug_* option is refused as unknown. The registry's own test options
+ * (debug_commit_delay_ms, debug_fail_commit) are parsed in options.c.
  *
  *   debug_hold=mkdir   the next mkdir request is held: never answered (its
  *                      caller keeps the parent directory's lock)

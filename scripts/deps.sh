@@ -10,7 +10,8 @@ libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils
 libmount-dev libsystemd-dev
 libcriterion-dev
-valgrind strace util-linux coreutils procps dash shellcheck"
+valgrind strace util-linux coreutils procps dash shellcheck
+systemd mandoc man-db groff-base"
 
 missing=""
 for p in $PKGS; do
