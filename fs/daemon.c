@@ -89,8 +89,9 @@ static int await_word(int fd)
     return 1;
 }
 
-/* Fork: the parent waits for the word, the child becomes the daemon. Returns
- * -1 in the child, else the parent's exit status. */
+/* Fork: the parent waits for the word and exits with it (as fuse_daemonize
+ * does: nothing of the session may be torn down there); the child becomes
+ * the daemon: -1. Else (no fork) 1. */
 static int daemonize(struct run *r)
 {
     int p[2];
@@ -103,9 +104,9 @@ static int daemonize(struct run *r)
         reg_log(LOG_ERR, "fork: %s", strerror(errno));
         return 1;
     }
-    if (pid > 0) {
+    if (pid > 0) {                   /* its session and mount are the child's now */
         close(p[1]);
-        return await_word(p[0]);
+        _exit(await_word(p[0]));
     }
     close(p[0]);
     r->report_fd = p[1];
