@@ -247,6 +247,10 @@ int fs_daemon_run(struct csifs_opts *o)
     fuse_quiet = true;
     char err[1024] = "";
     struct run r = { .o = o, .report_fd = -1 };
+    if (fs_resolve_mountpoint(&o->mountpoint) < 0) {
+        reg_log(LOG_ERR, "out of memory");
+        return 1;
+    }
     struct fs_opts fo = { .mountpoint = o->mountpoint, .argc = o->fuse.argc,
                           .argv = o->fuse.argv, .has_registrar = o->has_registrar,
                           .registrar_gid = o->registrar_gid,

@@ -7,6 +7,7 @@
 #include <libmount.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -115,13 +116,31 @@ int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen)
     }
     if (rc < 0)
         return FAIL(rc, "%s: cannot read the mount table: %s", mnt, strerror(-rc));
-    struct stat st;
-    if (lstat(mnt, &st) == 0)
+    struct stat st;                  /* no FUSE mount here: safe to look up */
+    if (stat(mnt, &st) == 0)
         return S_ISDIR(st.st_mode) ? 0 : FAIL(-ENOTDIR, "%s: not a directory", mnt);
     if (errno != ENOENT)
         return FAIL(-errno, "%s: %s", mnt, strerror(errno));
     rc = mkdir_p(mnt);
     return rc < 0 ? FAIL(rc, "%s: %s", mnt, strerror(-rc)) : 0;
+}
+
+int fs_resolve_mountpoint(char **mnt)
+{
+    char type[64], real[4096];
+    unsigned conn;
+    struct stat st;
+    if (fs_mount_find(*mnt, type, sizeof(type), &conn) != 0 || lstat(*mnt, &st) < 0 ||
+        !S_ISLNK(st.st_mode))
+        return 0;                    /* a mount root, missing, or no link: as it is */
+    if (!realpath(*mnt, real))
+        return 0;                    /* dangling: the mount fails and says so */
+    char *copy = strdup(real);
+    if (!copy)
+        return -ENOMEM;
+    free(*mnt);
+    *mnt = copy;
+    return 0;
 }
 
 int fs_abort_conn(unsigned conn)

@@ -20,6 +20,10 @@ int fs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn);
  * missing directory is created (its parents too). */
 int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen);
 
+/* A mount point given as a symlink (not a mount root itself) becomes the
+ * path it names, as the mount table will show it. 0 or -ENOMEM. */
+int fs_resolve_mountpoint(char **mnt);
+
 /* Abort FUSE connection conn through fusectl (mounted when it is not). */
 int fs_abort_conn(unsigned conn);
 
