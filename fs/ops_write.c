@@ -44,6 +44,8 @@ static int check_target(const char *target)
 {
     if (target[0] != '/')
         return reg_why_set("socket target must be an absolute path"), -EINVAL;
+    if (reg_value_check(target, strlen(target)) < 0)
+        return -EINVAL;
     if (strlen(target) > REG_SOCKET_MAX)
         return reg_why_set("socket target over 107 bytes (a unix socket address)"), -ENAMETOOLONG;
     return 0;
