@@ -537,6 +537,12 @@ static void kill_with_the_notifier_stuck(bool shared)
         cr_assert(gone(pid), "not even a zombie");
         cr_assert(thread_in_d(pid, NULL), "no thread left in D state: no wedge");
         cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0);
+        /* another state dir knows nothing of that connection: refused, no
+         * hang (the old mount is probed only by a child, with a deadline) */
+        int64_t t0 = tu_now_ms();
+        cr_assert_eq(start_daemon(out, sizeof(out), D("other"), "", D("mnt")), 1, "%s", out);
+        cr_assert(strstr(out, "does not answer"), "%s", out);
+        cr_assert_lt(tu_now_ms() - t0, tu_ms(5000));
     } else {
         /* no wedge: the process exits for good */
         int64_t end = tu_now_ms() + tu_ms(2000);
