@@ -3,9 +3,12 @@
 #include "fs/ops.h"
 #include "fs/events_file.h"
 #include "fs/inval.h"
+#include "fs/oplog.h"
+#include "fs/testopt.h"
 #include "fs/workq.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +17,7 @@
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    struct fs *fs = userdata;
     /* O_TRUNC comes with open, so `echo x > attr` is one change, not two. */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -27,6 +30,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     /* No xattrs, no locks: the kernel stops asking after the first ENOSYS.
      * No opendir: FUSE_CAP_NO_OPENDIR_SUPPORT is the kernel's to offer, and
      * our opendir's ENOSYS takes it (ops_dir.c). */
+    if (fs->on_init)
+        fs->on_init(fs->on_init_arg);
 }
 
 const char *const fs_op_names[FS_NOPS] = {
@@ -87,6 +92,20 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .readdirplus = fs_op_readdirplus,
     .copy_file_range = NULL,         /* read and write serve */
     .lseek = NULL,                   /* no holes: SEEK_DATA/HOLE default */
+};
+
+/* The handlers the fs_q_* entries above hand to the writers (workq.h). Each
+ * session runs them through its own copy, fs->commit, which the log of
+ * refusals (oplog.h) and the test options (testopt.h) wrap: so a wrapper
+ * runs on the thread that runs the handler (reg_why() is thread-local). */
+static const struct fuse_lowlevel_ops fs_commit_ops = {
+    .setattr = fs_op_setattr,
+    .mkdir = fs_op_mkdir,
+    .unlink = fs_op_unlink,
+    .rmdir = fs_op_rmdir,
+    .symlink = fs_op_symlink,
+    .rename = fs_op_rename,
+    .write = fs_op_write,
 };
 
 void fs_entry_param(struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e)
@@ -165,7 +184,7 @@ uint64_t fs_invalidations(struct fs *fs, uint64_t *missed)
     return *missed + __atomic_load_n(&fs->inval_sent[0], __ATOMIC_RELAXED);
 }
 
-int fs_mount(struct fs **out, const struct fs_opts *o)
+int fs_session(struct fs **out, const struct fs_opts *o)
 {
     struct fs *fs = calloc(1, sizeof(*fs));
     if (!fs || !(fs->mountpoint = strdup(o->mountpoint))) {
@@ -173,6 +192,8 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
         return -ENOMEM;
     }
     fs->has_registrar = o->has_registrar;
+    fs->on_init = o->on_init;
+    fs->on_init_arg = o->on_init_arg;
     fs->gid = o->registrar_gid;
     fs->mount_ns = (int64_t)time(NULL) * 1000000000;
     fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
@@ -190,17 +211,14 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
     if (rc == 0 && fuse_opt_add_arg(&args, "-oallow_other,default_permissions,"
                                            "fsname=csifs,subtype=csifs") < 0)
         rc = -ENOMEM;
+    /* the writers' table, wrapped (see fs_commit_ops) */
+    fs->commit = fs_commit_ops;
+    fs_oplog_wrap(&fs->commit);
+    fs_testopt_wrap(&fs->commit);
     if (rc == 0 && !(fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs)))
         rc = -EINVAL;
     fuse_opt_free_args(&args);
-    if (rc == 0 && fuse_session_mount(fs->se, fs->mountpoint) != 0)
-        rc = -EIO;
     if (rc < 0) {
-        fs_destroy(fs);
-        return rc;
-    }
-    fs->mounted = true;
-    if ((rc = fs_inval_start(fs)) < 0) {
         fs_destroy(fs);
         return rc;
     }
@@ -208,10 +226,30 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
     return 0;
 }
 
+int fs_session_mount(struct fs *fs)
+{
+    if (fuse_session_mount(fs->se, fs->mountpoint) != 0)
+        return -EIO;
+    fs->mounted = true;
+    return 0;
+}
+
+int fs_mount(struct fs **out, const struct fs_opts *o)
+{
+    int rc = fs_session(out, o);
+    if (rc == 0 && (rc = fs_session_mount(*out)) < 0) {
+        fs_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int fs_attach(struct fs *fs, struct reg *reg)
 {
     fs->reg = reg;
-    int rc = reg_subscribe(reg, on_change, fs);
+    int rc = fs_inval_start(fs);
+    if (rc == 0)
+        rc = reg_subscribe(reg, on_change, fs);
     return rc < 0 ? rc : reg_on_events(reg, on_events, fs);
 }
 
@@ -219,6 +257,8 @@ int fs_loop(struct fs *fs, bool signals)
 {
     if (signals && fuse_set_signal_handlers(fs->se) != 0)
         return -EIO;
+    if (signals)
+        signal(SIGHUP, SIG_IGN);     /* no stop from `systemctl reload` (DESIGN 9) */
     struct fuse_loop_config *cfg = fuse_loop_cfg_create();
     if (!cfg)
         return -ENOMEM;

@@ -66,6 +66,11 @@ struct fs {
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
+    void (*on_init)(void *arg);  /* fs_opts.on_init */
+    void *on_init_arg;
+    /* the committing handlers the writers run, as wrapped by oplog and
+     * testopt (fs.c's fs_commit_ops; workq.h) */
+    struct fuse_lowlevel_ops commit;
 };
 
 /* The mount a request is for; counts the request. */

@@ -1,6 +1,5 @@
 /* Writer threads for the committing handlers (workq.h). */
 #include "fs/workq.h"
-#include "fs/ops.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,17 +34,25 @@ struct fs_workq {
     pthread_t th[FS_WRITERS];
 };
 
+/* The session's table of committing handlers, as oplog and testopt wrapped
+ * them (fs.c): what runs on a writer, or inline. */
+static const struct fuse_lowlevel_ops *commit(fuse_req_t req)
+{
+    return &((struct fs *)fuse_req_userdata(req))->commit;
+}
+
 static void run(struct job *j)
 {
+    const struct fuse_lowlevel_ops *c = commit(j->req);
     struct fuse_file_info *fi = j->has_fi ? &j->fi : NULL;
     switch (j->op) {
-    case J_MKDIR: fs_op_mkdir(j->req, j->ino, j->s1, j->mode); break;
-    case J_RMDIR: fs_op_rmdir(j->req, j->ino, j->s1); break;
-    case J_SYMLINK: fs_op_symlink(j->req, j->s2, j->ino, j->s1); break;
-    case J_UNLINK: fs_op_unlink(j->req, j->ino, j->s1); break;
-    case J_RENAME: fs_op_rename(j->req, j->ino, j->s1, j->ino2, j->s2, j->flags); break;
-    case J_WRITE: fs_op_write(j->req, j->ino, j->data, j->size, j->off, fi); break;
-    case J_SETATTR: fs_op_setattr(j->req, j->ino, &j->st, j->to_set, fi); break;
+    case J_MKDIR: c->mkdir(j->req, j->ino, j->s1, j->mode); break;
+    case J_RMDIR: c->rmdir(j->req, j->ino, j->s1); break;
+    case J_SYMLINK: c->symlink(j->req, j->s2, j->ino, j->s1); break;
+    case J_UNLINK: c->unlink(j->req, j->ino, j->s1); break;
+    case J_RENAME: c->rename(j->req, j->ino, j->s1, j->ino2, j->s2, j->flags); break;
+    case J_WRITE: c->write(j->req, j->ino, j->data, j->size, j->off, fi); break;
+    case J_SETATTR: c->setattr(j->req, j->ino, &j->st, j->to_set, fi); break;
     }
 }
 
@@ -155,7 +162,7 @@ void fs_q_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 {
     struct job *j = job(req, J_MKDIR, name, NULL, NULL, 0);
     if (!j) {
-        fs_op_mkdir(req, parent, name, mode);
+        commit(req)->mkdir(req, parent, name, mode);
         return;
     }
     j->ino = parent;
@@ -167,7 +174,7 @@ void fs_q_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct job *j = job(req, J_RMDIR, name, NULL, NULL, 0);
     if (!j) {
-        fs_op_rmdir(req, parent, name);
+        commit(req)->rmdir(req, parent, name);
         return;
     }
     j->ino = parent;
@@ -178,7 +185,7 @@ void fs_q_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const c
 {
     struct job *j = job(req, J_SYMLINK, name, target, NULL, 0);
     if (!j) {
-        fs_op_symlink(req, target, parent, name);
+        commit(req)->symlink(req, target, parent, name);
         return;
     }
     j->ino = parent;
@@ -189,7 +196,7 @@ void fs_q_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct job *j = job(req, J_UNLINK, name, NULL, NULL, 0);
     if (!j) {
-        fs_op_unlink(req, parent, name);
+        commit(req)->unlink(req, parent, name);
         return;
     }
     j->ino = parent;
@@ -201,7 +208,7 @@ void fs_q_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t
 {
     struct job *j = job(req, J_RENAME, name, newname, NULL, 0);
     if (!j) {
-        fs_op_rename(req, parent, name, newparent, newname, flags);
+        commit(req)->rename(req, parent, name, newparent, newname, flags);
         return;
     }
     j->ino = parent;
@@ -215,7 +222,7 @@ void fs_q_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 {
     struct job *j = job(req, J_WRITE, NULL, NULL, buf, size);
     if (!j) {
-        fs_op_write(req, ino, buf, size, off, fi);
+        commit(req)->write(req, ino, buf, size, off, fi);
         return;
     }
     j->ino = ino;
@@ -229,7 +236,7 @@ void fs_q_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 {
     struct job *j = job(req, J_SETATTR, NULL, NULL, NULL, 0);
     if (!j) {
-        fs_op_setattr(req, ino, attr, to_set, fi);
+        commit(req)->setattr(req, ino, attr, to_set, fi);
         return;
     }
     j->ino = ino;

@@ -9,7 +9,9 @@
  * readers never wait for a commit, `events` reads are deferred. The handlers
  * that commit (mkdir, rmdir, symlink, unlink, rename, write, setattr) are
  * queued here with copies of their arguments and answer from a writer
- * thread; when a job cannot be queued, the handler runs inline.
+ * thread; when a job cannot be queued, the handler runs inline. Either way
+ * through the session's fs->commit (fs.c): the handlers with their wrappers
+ * (oplog.h, testopt.h), which thus run on the thread that ran the handler.
  */
 #ifndef CSIFS_WORKQ_H
 #define CSIFS_WORKQ_H
