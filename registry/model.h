@@ -59,6 +59,7 @@ struct inst {
     bool was_healthy;            /* reached healthy since the socket was set */
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
+    int32_t pid;                 /* listening process, 0 unknown (memory only) */
     char *attr[REG_NATTRS];      /* writable attribute values, NULL = empty */
     struct hist *hist;           /* REG_HISTORY entries, allocated on first probe */
     unsigned nhist, hist_head;

@@ -222,6 +222,7 @@ static void apply_socket(struct reg *reg, struct mut *m, void *ctx)
     free(i->socket);
     i->socket = s->target;
     i->gen++;
+    i->pid = 0;
     i->was_healthy = false;
     i->unknown_since_ms = model_mono_ms();
     i->o.changed_ns = model_now_ns();

@@ -1,6 +1,8 @@
 /* Registry lifetime, names, restore from the backend, and the read side. */
 #include "registry/mutate.h"
 
+#include "common/defaults.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,11 +133,11 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
         return -ENOMEM;
     reg->opts = *opts;
     if (!reg->opts.events_ring)
-        reg->opts.events_ring = 1024;
+        reg->opts.events_ring = CSIFS_EVENTS_RING;
     if (!reg->opts.max_instances)
-        reg->opts.max_instances = 10000;
+        reg->opts.max_instances = CSIFS_MAX_INSTANCES;
     if (reg->opts.health_timeout_ms <= 0)
-        reg->opts.health_timeout_ms = 30000;
+        reg->opts.health_timeout_ms = CSIFS_HEALTH_TIMEOUT_MS;
     reg->next_seq = 1;
     pthread_mutex_init(&reg->wlock, NULL);
     pthread_rwlock_init(&reg->lock, NULL);
@@ -211,6 +213,7 @@ static void fill_node(const struct obj *o, struct reg_node *n)
         strcpy(n->alloc, o->name);
         n->parent = i->plugin->o.seq;
         n->gen = i->gen;
+        n->pid = i->pid;
         n->health = i->health;
         n->health_ver = i->health_ver;
         n->ready = i->ready;

@@ -290,8 +290,8 @@ Test(prober, misbehaving_plugins_cost_the_healthy_one_nothing)
         cr_assert(h && strcmp(h, "healthy") == 0, "good: health %s", h);
         tu_sleep_ms(20);
     }
-    is("csi-node/hang/a/reason", "probe timed out after 2s");
-    is("csi-node/hole/a/reason", "probe timed out after 2s");
+    is("csi-node/hang/a/reason", "Probe timed out after 2s");
+    is("csi-node/hole/a/reason", "Probe timed out after 2s");
     const char *r = tf_cat(&t, "csi-node/garbage/a/reason");
     cr_assert(r && strncmp(r, "UNAVAILABLE", 11) == 0, "garbage: reason %s", r);
     cr_assert_str_neq(tf_cat(&t, "csi-node/hang/a/health"), "healthy");
