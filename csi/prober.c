@@ -309,8 +309,6 @@ int csi_prober_start(struct csi_prober **out, struct reg *reg, const struct csi_
         rc = -errno;
     if (rc == 0)
         rc = pr_watch_init(p);
-    if (rc == 0)
-        rc = csi_client_new(&p->client);
     if (rc == 0 && (rc = -pthread_create(&p->thread, NULL, scheduler, p)) == 0)
         p->joinable = true;
     /* last: once subscribed, p must outlive the registry's mutations */

@@ -49,7 +49,11 @@ int pr_round_chan(struct csi_prober *p, struct pinst *pi)
 {
     if (pi->ch)
         return 0;
-    int rc = csi_chan_open(p->client, pi->path, &pi->ch);
+    /* gRPC starts with the first socket: its timer thread wakes every
+     * second while it runs, and a csifs with nothing to probe sleeps */
+    int rc = p->client ? 0 : csi_client_new(&p->client);
+    if (rc == 0)
+        rc = csi_chan_open(p->client, pi->path, &pi->ch);
     if (rc == 0)
         csi_chan_on_lost(pi->ch, conn_lost, p, pi->seq);
     return rc;
