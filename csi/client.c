@@ -39,6 +39,9 @@ struct gen {
     unsigned refs;                /* 1 while current, + 1 per call on it */
     grpc_connectivity_state seen; /* the state the pending watch started from */
     bool watching;                /* a watch is pending */
+    bool doomed;                  /* unused, destroyed once no longer CONNECTING */
+    LIST_ENTRY(gen) dlink;        /* in client->doomed while doomed */
+    struct csi_client *client;
     bool was_ready;               /* READY since the last loss */
 };
 
@@ -78,6 +81,7 @@ struct csi_client {
     grpc_channel_credentials *creds;
     pthread_t thread;
     LIST_HEAD(, csi_chan) chans;
+    LIST_HEAD(, gen) doomed;      /* unused channels still connecting */
     unsigned inflight;            /* started calls whose callback has not returned */
     bool closing;
 };
@@ -142,6 +146,7 @@ static struct gen *gen_new(struct csi_client *c, struct csi_chan *chan)
         return NULL;
     }
     g->tag = TAG_WATCH;
+    g->client = c;
     g->refs = 1;
     g->chan = chan;
     if (grpc_channel_check_connectivity_state(g->ch, 0) == GRPC_CHANNEL_IDLE)
@@ -152,6 +157,14 @@ static struct gen *gen_new(struct csi_client *c, struct csi_chan *chan)
 static void gen_unref(struct gen *g)
 {
     if (g && --g->refs == 0) {
+        /* gRPC core 29 strands the connection of a channel destroyed while
+         * it connects: wait for its watch to see the attempt end */
+        if (g->watching &&
+            grpc_channel_check_connectivity_state(g->ch, 0) == GRPC_CHANNEL_CONNECTING) {
+            g->doomed = true;
+            LIST_INSERT_HEAD(&g->client->doomed, g, dlink);
+            return;
+        }
         grpc_channel_destroy(g->ch);    /* the pending watch comes back */
         g->ch = NULL;
         if (!g->watching)
@@ -274,6 +287,13 @@ static void watch_done(struct csi_client *c, struct gen *g)
         return;
     }
     grpc_connectivity_state st = grpc_channel_check_connectivity_state(g->ch, 0);
+    if (g->doomed && st != GRPC_CHANNEL_CONNECTING) {
+        LIST_REMOVE(g, dlink);
+        grpc_channel_destroy(g->ch);
+        free(g);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
     bool lost = g->was_ready && st != GRPC_CHANNEL_READY;
     g->was_ready = st == GRPC_CHANNEL_READY;
     struct csi_chan *ch = g->chan;
@@ -320,6 +340,7 @@ int csi_client_new(struct csi_client **out)
         return -rc;
     }
     LIST_INIT(&c->chans);
+    LIST_INIT(&c->doomed);
     rc = pthread_cond_init(&c->idle, NULL);
     if (rc)
         goto fail_mutex;
@@ -370,6 +391,13 @@ void csi_client_free(struct csi_client *c)
     while ((ch = LIST_FIRST(&c->chans))) {
         LIST_REMOVE(ch, link);
         chan_free(ch);
+    }
+    struct gen *g;
+    while ((g = LIST_FIRST(&c->doomed))) {   /* their watches come back now */
+        LIST_REMOVE(g, dlink);
+        g->doomed = false;
+        grpc_channel_destroy(g->ch);
+        g->ch = NULL;
     }
     pthread_mutex_unlock(&c->mu);
 
