@@ -32,9 +32,12 @@ void pr_wake(struct csi_prober *p)
 void pr_queue_done(struct csi_prober *p, struct pdone *d)
 {
     pthread_mutex_lock(&p->mu);
+    /* the scheduler takes the whole queue: one wake-up per batch */
+    bool first = STAILQ_EMPTY(&p->done);
     STAILQ_INSERT_TAIL(&p->done, d, link);
     pthread_mutex_unlock(&p->mu);
-    pr_wake(p);
+    if (first)
+        pr_wake(p);
 }
 
 /* ---- the heap ---- */
