@@ -9,7 +9,8 @@ libgrpc-dev
 libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils
 libcriterion-dev
-valgrind strace util-linux coreutils procps dash shellcheck"
+valgrind strace util-linux coreutils procps dash shellcheck
+systemd mandoc man-db groff-base"
 
 missing=""
 for p in $PKGS; do
