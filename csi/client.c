@@ -1,8 +1,9 @@
 /* csi: channels, calls and the completion-queue thread (see client.h).
  *
  * Locking: one mutex per client guards its channel list, each channel's call
- * list and generation, and the in-flight count. It is never held while a
- * callback runs, so callbacks may start calls. gRPC never calls back into
+ * list and generation, every gen's watch state, the doomed list and the
+ * in-flight count. It is never held while a callback runs, so callbacks may
+ * start calls. gRPC never calls back into
  * this file synchronously: completions arrive only on the queue's thread.
  */
 #include "csi/client.h"
