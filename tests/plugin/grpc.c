@@ -5,6 +5,8 @@
  * thread drives the completion queue; delayed replies wait in a list. */
 #include "tests/plugin/plugin.h"
 
+#include "common/defaults.h"
+
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
@@ -50,9 +52,7 @@ struct server {
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return csifs_mono_ms();
 }
 
 static void pcall_unref(struct pcall *pc)
