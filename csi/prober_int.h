@@ -27,6 +27,9 @@
 #define PR_BACKOFF_MAX_MS 5000
 #define PR_SPREAD_MAX_MS 5000      /* restored instances: over min(heartbeat, this) */
 #define PR_UNSCHEDULED UINT32_MAX
+/* A wake-up starts every round due within this many ms (fewer wake-ups; a
+ * round is never more than this early) */
+#define PR_BATCH_MS 4
 
 /* The calls of a round, in order (PR_SERVICE_CAPS: NodeGetCapabilities or
  * ControllerGetCapabilities by type; csi-controller skips PR_NODE_INFO). */
