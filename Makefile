@@ -29,7 +29,7 @@ BINDIR   = $(PREFIX)/bin
 MAN8DIR  = $(PREFIX)/share/man/man8
 UNITDIR  = $(PREFIX)/lib/systemd/system
 MANS    := docs/csifs.8 docs/csi-plugin-hook.8
-PKGS    := fuse3 grpc libprotobuf-c lmdb
+PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd
 
 # Lazily expanded so that a machine without the -dev packages can still run `make deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
@@ -69,7 +69,7 @@ PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
 BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench)
 # What `make test` needs beyond PROGS.
-TEST_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
@@ -81,7 +81,7 @@ VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events stor
 all: $(PROGS)
 
 # Every binary the tests run: the programs, the Criterion binaries, the tools.
-tests: $(PROGS) $(TEST_BINS)
+tests: $(PROGS) $(CHECK_BINS)
 
 deps:
 	@sh scripts/deps.sh
@@ -112,9 +112,11 @@ bench: deps
 
 # The unit's ExecStart names the installed csifs: scripts/csifs.service says
 # /usr/local/bin, rewritten to $(BINDIR) here.
-install: $(BUILD)/csifs
+# The installed csifs is built apart, without the test-only options.
+install:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/release TEST_OPTS=0 $(BUILD)/release/csifs
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN8DIR) $(DESTDIR)$(UNITDIR)
-	install -m 0755 $(BUILD)/csifs $(DESTDIR)$(BINDIR)/csifs
+	install -m 0755 $(BUILD)/release/csifs $(DESTDIR)$(BINDIR)/csifs
 	install -m 0755 scripts/csi-plugin-hook $(DESTDIR)$(BINDIR)/csi-plugin-hook
 	install -m 0644 $(MANS) $(DESTDIR)$(MAN8DIR)/
 	sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' scripts/csifs.service \

@@ -1,4 +1,5 @@
 /* Registry lifetime, names, restore from the backend, and the read side. */
+#include "registry/log.h"
 #include "registry/mutate.h"
 
 #include "common/defaults.h"
@@ -6,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *const reg_type_names[REG_NTYPES] = { "csi-controller", "csi-node" };
 
@@ -20,6 +22,7 @@ int reg_type_parse(const char *name)
 int reg_name_check(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
+    reg_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
     if (n < 1 || n > REG_NAME_MAX || name[0] == '.' || !strcmp(name, "current"))
         return -EINVAL;
     for (size_t k = 0; k < n; k++) {
@@ -28,6 +31,7 @@ int reg_name_check(const char *name)
               c == '.' || c == '_' || c == '-'))
             return -EINVAL;
     }
+    reg_why_clear();
     return 0;
 }
 
@@ -147,6 +151,11 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     reg->qtail = &reg->qhead;
     pthread_mutex_init(&reg->wlock, NULL);
     pthread_rwlock_init(&reg->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&reg->gather_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&reg->ev_mu, NULL);
     pthread_cond_init(&reg->ev_cv, NULL);
     uint64_t ev_first = 1;
@@ -184,6 +193,7 @@ void reg_close(struct reg *reg)
     if (reg->ev_started)
         pthread_join(reg->ev_th, NULL);
     pthread_cond_destroy(&reg->ev_cv);
+    pthread_cond_destroy(&reg->gather_cv);
     pthread_mutex_destroy(&reg->ev_mu);
     free_all(reg);
     ev_ring_free(reg->ring);
