@@ -6,10 +6,9 @@
 #include <sys/types.h>
 
 /* A malloc'd copy of s, at most max bytes (cut on a UTF-8 character
- * boundary), control characters replaced by '?'. NULL on ENOMEM. */
+ * boundary), control characters and every byte of an invalid UTF-8
+ * sequence (overlong, surrogate, beyond U+10FFFF, truncated) replaced by
+ * '?'. NULL on ENOMEM. */
 char *csi_dup_line(const char *s, size_t max);
-/* The pid that listens on the unix socket at path (SO_PEERCRED of a
- * connection to it), or 0 when none answers. */
-pid_t csi_peer_pid(const char *path);
 
 #endif

@@ -67,10 +67,10 @@ struct inst {
     bool was_healthy;            /* reached healthy since the socket was set */
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
+    int32_t pid;                 /* listening process, 0 unknown (memory only) */
     char *attr[REG_NATTRS];      /* writable attribute values, NULL = empty */
     struct hist *hist;           /* REG_HISTORY entries, allocated on first probe */
     unsigned nhist, hist_head;
-    pid_t pid;                   /* the socket's listener, 0 if unknown (memory only) */
 };
 
 struct mut;
