@@ -49,6 +49,8 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 TOOLS        := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
 PLUGIN_SRCS  := $(wildcard tests/plugin/*.c)
 BENCH_SRCS   := $(wildcard tests/bench/*.c)
+CRASH_SRCS   := $(wildcard tests/crash/*.c)
+ROUNDS       ?= 50
 
 BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
         $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin) \
@@ -58,7 +60,7 @@ BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
 # valgrind is too slow for CI).
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_crash store_refuse),$(UNIT_TESTS))
 
-.PHONY: all deps run test test-asan check bench clean
+.PHONY: all deps run test test-asan check bench crash-test clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
 .SECONDARY:
 all: $(BINS) $(UNIT_TESTS) $(INTEG_TESTS)
@@ -85,6 +87,11 @@ check: all
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/bench.sh "$(BUILD)"
+
+# SIGKILL csifs under 1, 4 and 8 writers, restart, check (tests/crash/main.c).
+crash-test: deps
+	@$(MAKE) --no-print-directory $(BUILD)/csifs $(BUILD)/csi-test-plugin $(BUILD)/csifs-crash-test
+	@BUILD="$(BUILD)" $(BUILD)/csifs-crash-test $(ROUNDS)
 
 clean:
 	rm -rf build
@@ -118,6 +125,10 @@ $(BUILD)/csi-test-plugin: $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/csifs-crash-test: $(CRASH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
