@@ -147,6 +147,7 @@ int tp_startv(struct tp_proc *p, const char *const *argv)
     p->pid = pid;
     p->out = fds[0];
     live_add(pid, fds[0]);
+    tu_note_pid(pid);
     int rc = wait_ready(p);
     if (rc == -ECHILD && tp_wait(p, 5000) < 0)
         rc = -ETIMEDOUT;    /* closed stdout but did not exit */
