@@ -31,6 +31,10 @@ WARN     := -Wall -Wextra -Werror
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+# make fuzz: clang with libFuzzer coverage, ASan and UBSan
+ifeq ($(SAN),fuzz)
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
 ALL_CFLAGS  = -std=c11 -D_GNU_SOURCE -DFUSE_USE_VERSION=314 $(WARN) $(CFLAGS) $(SANFLAGS) \
               -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
@@ -51,6 +55,11 @@ PLUGIN_SRCS  := $(wildcard tests/plugin/*.c)
 BENCH_SRCS   := $(wildcard tests/bench/*.c)
 CRASH_SRCS   := $(wildcard tests/crash/*.c)
 ROUNDS       ?= 50
+STRESS_SRCS  := $(wildcard tests/stress/*.c)
+STRESS_SECONDS ?= 60
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/*.c))
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang-14
 
 BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
         $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin) \
@@ -60,7 +69,7 @@ BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
 # valgrind is too slow for CI).
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_crash store_refuse),$(UNIT_TESTS))
 
-.PHONY: all deps run test test-asan check bench crash-test clean
+.PHONY: all deps run test test-asan check bench crash-test fuzz fuzz-bins stress clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
 .SECONDARY:
 all: $(BINS) $(UNIT_TESTS) $(INTEG_TESTS)
@@ -92,6 +101,20 @@ bench: deps
 crash-test: deps
 	@$(MAKE) --no-print-directory $(BUILD)/csifs $(BUILD)/csi-test-plugin $(BUILD)/csifs-crash-test
 	@BUILD="$(BUILD)" $(BUILD)/csifs-crash-test $(ROUNDS)
+
+# libFuzzer targets (tests/fuzz), FUZZ_SECONDS each; a crash saves its
+# reproducer under build/fuzz/artifacts/<target>/ and fails.
+fuzz: deps
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=$(FUZZ_CC) SAN=fuzz OPT=-O1 fuzz-bins
+	@sh tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+
+# 8 random writers + an events reader against the ASan build (tests/stress).
+stress: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 build/asan/csifs \
+	  build/asan/csi-test-plugin build/asan/csifs-stress
+	@BUILD=build/asan CSIFS_TEST_SLACK=3 build/asan/csifs-stress $(STRESS_SECONDS)
 
 clean:
 	rm -rf build
@@ -131,6 +154,15 @@ $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
 $(BUILD)/csifs-crash-test: $(CRASH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/csifs-stress: $(STRESS_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)

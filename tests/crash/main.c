@@ -108,6 +108,19 @@ static void tail_log(struct round *r, const char *tag)
         fprintf(stderr, "    (no %s log)\n", tag);
 }
 
+/* State and wait channel of each thread of pid (read from /proc: never
+ * blocks), for the report of a wedge. */
+static void show_threads(pid_t pid)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd),
+             "for t in /proc/%d/task/*; do printf '    thread %%s: %%s in %%s\\n' \"${t##*/}\" "
+             "\"$(sed -n 's/^State:[[:space:]]*//p' $t/status)\" \"$(cat $t/wchan)\"; done >&2 2>/dev/null",
+             (int)pid);
+    if (system(cmd) != 0)
+        fprintf(stderr, "    (threads of %d not readable)\n", (int)pid);
+}
+
 static void stop_pid(pid_t *pid, int sig)
 {
     if (*pid <= 0)
@@ -201,6 +214,8 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
     r->csifs = spawn_csifs(r, "restart");
     int c = r->csifs < 0 ? -1 : serving(r, r->csifs, SERVE_MS);
     if (c < 0) {
+        if (r->old)
+            show_threads(r->old);
         *why = r->old ? "restart did not serve within 5 s (wedge: the killed csifs is not reaped)"
                       : "restart did not serve within 5 s";
         return -1;
