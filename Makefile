@@ -1,10 +1,18 @@
 # csifs build. Objects and binaries under $(BUILD) (default build/, ASan build/asan/).
 #
-#   make            build everything (run `make deps` first on a fresh machine)
+#   make            build csifs and the test plugin (the hook is a script); run
+#                   `make deps` first on a fresh machine
 #   make run        install deps, build, mount csifs on $(MNT) with state in $(STATE)
-#   make test       install deps, build, run every test
+#   make demo       a 20 s tour on a temporary mount (scripts/demo.sh)
+#   make test       install deps, build the test binaries, run every test
 #   make test-asan  the same tests built with ASan + UBSan
 #   make bench      benchmarks
+#   make crash-test ROUNDS=N      SIGKILL csifs under writers, restart, check (default 50)
+#   make fuzz FUZZ_SECONDS=N      libFuzzer targets, N s each (clang-14; default 60)
+#   make stress STRESS_SECONDS=N  random concurrent operations against the ASan build
+#   make install    csifs, csi-plugin-hook, man pages, csifs.service under
+#                   $(DESTDIR)$(PREFIX) (PREFIX default /usr/local)
+#   make uninstall  remove exactly what `make install` installed
 #   make clean
 #
 # Layout: every .c in registry/ csi/ fs/ (but fs/main.c) and every generated
@@ -18,6 +26,12 @@ SAN     ?=
 CC      ?= cc
 MNT     ?= /run/csi
 STATE   ?= /var/lib/csifs
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR   = $(PREFIX)/bin
+MAN8DIR  = $(PREFIX)/share/man/man8
+UNITDIR  = $(PREFIX)/lib/systemd/system
+MANS    := docs/csifs.8 docs/csi-plugin-hook.8
 PKGS    := fuse3 grpc libprotobuf-c lmdb
 
 # Lazily expanded so that a machine without the -dev packages can still run `make deps`.
@@ -35,7 +49,10 @@ endif
 ifeq ($(SAN),fuzz)
 SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
-ALL_CFLAGS  = -std=c11 -D_GNU_SOURCE -DFUSE_USE_VERSION=314 $(WARN) $(CFLAGS) $(SANFLAGS) \
+# Test-only options (-o debug_commit_delay_ms=, -o debug_fail_commit=): in
+# the build the tests use; an installed csifs is built with TEST_OPTS=0.
+TEST_OPTS ?= 1
+ALL_CFLAGS  = $(if $(filter 1,$(TEST_OPTS)),-DCSIFS_TEST_OPTS) -std=c11 -D_GNU_SOURCE -DFUSE_USE_VERSION=314 $(WARN) $(CFLAGS) $(SANFLAGS) \
               -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LIBS        = $(PKG_LIBS) -lpthread
@@ -61,18 +78,24 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/*.c))
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang-14
 
-BINS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
-        $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin) \
-        $(if $(BENCH_SRCS),$(BUILD)/csifs-bench) $(TOOLS)
+# `make` builds these; the hook (scripts/csi-plugin-hook) is a script.
+PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
+         $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
+BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench)
+# What `make test` needs beyond PROGS.
+TEST_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_crash store_refuse),$(UNIT_TESTS))
 
-.PHONY: all deps run test test-asan check bench crash-test fuzz fuzz-bins stress clean
+.PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress install uninstall clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
 .SECONDARY:
-all: $(BINS) $(UNIT_TESTS) $(INTEG_TESTS)
+all: $(PROGS)
+
+# Every binary the tests run: the programs, the Criterion binaries, the tools.
+tests: $(PROGS) $(TEST_BINS)
 
 deps:
 	@sh scripts/deps.sh
@@ -81,20 +104,24 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/run.sh "$(BUILD)/csifs" "$(MNT)" "$(STATE)"
 
-test: deps
+demo: deps
 	@$(MAKE) --no-print-directory all
+	@sh scripts/demo.sh "$(BUILD)"
+
+test: deps
+	@$(MAKE) --no-print-directory tests
 	@$(MAKE) --no-print-directory check
 
 test-asan: deps
-	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 all
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 tests
 	@CSIFS_TEST_SLACK=3 $(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 VALGRIND_TESTS= check
 
-check: all
+check: tests
 	@BUILD="$(BUILD)" VALGRIND_TESTS="$(VALGRIND_TESTS)" \
 	  sh scripts/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS)
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(BENCH)
 	@sh scripts/bench.sh "$(BUILD)"
 
 # SIGKILL csifs under 1, 4 and 8 writers, restart, check (tests/crash/main.c).
@@ -115,6 +142,23 @@ stress: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 build/asan/csifs \
 	  build/asan/csi-test-plugin build/asan/csifs-stress
 	@BUILD=build/asan CSIFS_TEST_SLACK=3 build/asan/csifs-stress $(STRESS_SECONDS)
+
+# The unit's ExecStart names the installed csifs: scripts/csifs.service says
+# /usr/local/bin, rewritten to $(BINDIR) here.
+install: $(BUILD)/csifs
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN8DIR) $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(BUILD)/csifs $(DESTDIR)$(BINDIR)/csifs
+	install -m 0755 scripts/csi-plugin-hook $(DESTDIR)$(BINDIR)/csi-plugin-hook
+	install -m 0644 $(MANS) $(DESTDIR)$(MAN8DIR)/
+	sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' scripts/csifs.service \
+	  >$(DESTDIR)$(UNITDIR)/csifs.service.tmp
+	chmod 0644 $(DESTDIR)$(UNITDIR)/csifs.service.tmp
+	mv -f $(DESTDIR)$(UNITDIR)/csifs.service.tmp $(DESTDIR)$(UNITDIR)/csifs.service
+
+# Files only: the directories may hold other programs' files.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/csifs $(DESTDIR)$(BINDIR)/csi-plugin-hook \
+	  $(addprefix $(DESTDIR)$(MAN8DIR)/,$(notdir $(MANS))) $(DESTDIR)$(UNITDIR)/csifs.service
 
 clean:
 	rm -rf build

@@ -4,8 +4,9 @@
  * is kept and answered when an event arrives (or EINTR when the reader is
  * interrupted). O_NONBLOCK readers get EAGAIN; poll() works.
  *
- * Lock order: reg->wlock (the registry calls fs_events_wake from a
- * subscriber) -> events mutex -> the ring's mutex -> libfuse's own locks.
+ * Lock order: events mutex -> the ring's mutex -> libfuse's own locks
+ * (fs_events_wake runs on the registry's events thread, reg_on_events,
+ * with no registry lock held).
  */
 #ifndef CSIFS_EVENTS_FILE_H
 #define CSIFS_EVENTS_FILE_H

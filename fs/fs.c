@@ -37,7 +37,14 @@ static void on_change(const struct reg_change *c, void *arg)
     if (!__atomic_load_n(&fs->mounted, __ATOMIC_ACQUIRE))
         return;
     fs_inval_change(fs, c);
-    fs_events_wake(fs);
+}
+
+/* On the registry's events thread: blocked `cat events` readers. */
+static void on_events(void *arg)
+{
+    struct fs *fs = arg;
+    if (__atomic_load_n(&fs->mounted, __ATOMIC_ACQUIRE))
+        fs_events_wake(fs);
 }
 
 uint64_t fs_requests(struct fs *fs)
@@ -92,7 +99,8 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
 int fs_attach(struct fs *fs, struct reg *reg)
 {
     fs->reg = reg;
-    return reg_subscribe(reg, on_change, fs);
+    int rc = reg_subscribe(reg, on_change, fs);
+    return rc < 0 ? rc : reg_on_events(reg, on_events, fs);
 }
 
 int fs_loop(struct fs *fs, bool signals)

@@ -83,6 +83,15 @@ int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
     return 0;
 }
 
+void fs_node_of(const struct reg_node *r, struct fs_node *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->ino = fs_ino(r->seq, 0);
+    out->r = *r;
+    out->type = r->type;
+    out->kind = r->kind == REG_K_PLUGIN ? K_PLUGIN : K_INST;
+}
+
 int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct fs_node *out)
 {
     int t;

@@ -73,6 +73,9 @@ struct fs_node {
 fuse_ino_t fs_ino(uint64_t seq, unsigned slot);
 /* -ENOENT when the node no longer exists. */
 int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out);
+/* The directory node of a plugin or instance from what the registry handed
+ * over (reg_list's callback: no call back into the registry). */
+void fs_node_of(const struct reg_node *r, struct fs_node *out);
 /* The child `name` of a directory node, or -ENOENT. */
 int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct fs_node *out);
 /* stat of a node: honest type, mode, size, nlink, owner and times. */

@@ -147,8 +147,7 @@ static int add_child(const struct reg_node *r, void *arg)
 {
     struct dirbuf *d = arg;
     struct fs_node n;
-    if (fs_resolve(d->fs, fs_ino(r->seq, 0), &n) < 0)
-        return 0;
+    fs_node_of(r, &n);               /* under reg_list's read lock: no reg_get */
     return !add(d, r->kind == REG_K_PLUGIN ? r->plugin : r->alloc, &n,
                 (off_t)r->seq + d->base);
 }

@@ -1,5 +1,7 @@
 #include "fs/options.h"
 
+#include "registry/registry.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <stddef.h>
@@ -13,6 +15,9 @@ struct raw {
     int nosync, foreground, debug, help, version;
     char *mountpoint;
     int extra;                       /* a second non-option argument */
+#ifdef CSIFS_TEST_OPTS
+    char *dbg_commit_delay, *dbg_fail_commit;   /* test builds only */
+#endif
 };
 
 enum { KEY_DEBUG, KEY_FOREGROUND, KEY_HELP, KEY_VERSION };
@@ -27,6 +32,10 @@ static const struct fuse_opt spec[] = {
     OPT("events_ring=%s", ring),
     OPT("max_instances=%s", max),
     { "nosync", offsetof(struct raw, nosync), 1 },
+#ifdef CSIFS_TEST_OPTS
+    OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
+    OPT("debug_fail_commit=%s", dbg_fail_commit),
+#endif
     FUSE_OPT_KEY("-f", KEY_FOREGROUND),
     FUSE_OPT_KEY("-d", KEY_DEBUG),
     FUSE_OPT_KEY("debug", KEY_DEBUG),
@@ -122,6 +131,14 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
     }
     if (r->extra)
         return BAD("more than one mount point given");
+#ifdef CSIFS_TEST_OPTS
+    unsigned delay = 0;
+    if (r->dbg_commit_delay && parse_uint(r->dbg_commit_delay, &delay) < 0)
+        return BAD("bad debug_commit_delay_ms=%s", r->dbg_commit_delay);
+    reg_test_commit_delay_ms = (int)delay;
+    reg_test_fail_commit = r->dbg_fail_commit;   /* kept for the process's life */
+    free(r->dbg_commit_delay);
+#endif
     return 0;
 }
 

@@ -32,6 +32,9 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
         ok = false;
         why = "fingerprint: empty node_id";
     }
+    out->probe_outcome = ok ? REG_PROBE_OK : p->outcome == REG_PROBE_OK ? REG_PROBE_ERROR
+                                                                        : p->outcome;
+    snprintf(out->probe_reason, sizeof(out->probe_reason), "%s", ok ? "ok" : why);
     out->ready = i->ready;
     out->was_healthy = i->was_healthy;
     out->set_fp = ok && p->fp;
@@ -55,7 +58,7 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
     return 0;
 }
 
-void health_hist_add(struct inst *i, const struct reg_probe *p, const char *reason)
+void health_hist_add(struct inst *i, const struct reg_probe *p, const struct health_next *n)
 {
     struct hist *h = &i->hist[(i->hist_head + i->nhist) % REG_HISTORY];
     if (i->nhist == REG_HISTORY)
@@ -64,14 +67,15 @@ void health_hist_add(struct inst *i, const struct reg_probe *p, const char *reas
         i->nhist++;
     h->at_ms = model_now_ns() / 1000000;
     h->latency_us = p->latency_us;
-    h->outcome = p->outcome;
-    snprintf(h->reason, sizeof(h->reason), "%s", reason);
+    h->outcome = n->probe_outcome;
+    size_t k = strnlen(n->probe_reason, sizeof(h->reason) - 1);   /* truncated */
+    memcpy(h->reason, n->probe_reason, k);
+    h->reason[k] = '\0';
 }
 
 /* ---- reg_probe_result ---- */
 
 struct probe_ctx {
-    struct inst *i;
     const struct reg_probe *p;
     struct health_next next;
     struct fp fp;                    /* new fingerprint, when fp_changed */
@@ -80,26 +84,33 @@ struct probe_ctx {
     struct hist *hist;               /* fresh history buffer, if none yet */
 };
 
-static void apply_probe(struct reg *reg, struct mut *m, void *ctx)
+static void rec_probe(struct mut *m, struct store_rec *r)
 {
-    struct probe_ctx *c = ctx;
-    struct inst *i = c->i;
+    struct probe_ctx *c = m->ctx;
+    r->u.inst.ready = c->next.ready;
+    if (c->fp_changed)
+        r->u.inst.fp = (struct reg_fingerprint){ c->fp.provider, c->fp.version, c->fp.nodeid,
+                                                 c->fp.max_volumes, c->fp.topology,
+                                                 c->fp.capabilities };
+}
+
+static void apply_probe(struct reg *reg, struct mut *m)
+{
+    struct probe_ctx *c = m->ctx;
+    struct inst *i = (struct inst *)m->obj;
     if (!i->hist) {
         i->hist = c->hist;
         c->hist = NULL;
     }
-    health_hist_add(i, c->p, c->next.reason);
-    mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL);
+    health_hist_add(i, c->p, &c->next);
+    mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL, 0);
     if (c->fp_changed) {
         model_free_fp(&i->fp);
         i->fp = c->fp;
         memset(&c->fp, 0, sizeof(c->fp));
-        {
-            struct ev_kv kv[] = { { "provider", i->fp.provider },
-                                  { "version", i->fp.version },
-                                  { "nodeid", i->fp.nodeid }, { NULL, NULL } };
-            mut_emit(reg, m, REG_C_FINGERPRINT, &i->o, "fingerprint", kv, NULL);
-        }
+        struct ev_kv kv[] = { { "provider", i->fp.provider }, { "version", i->fp.version },
+                              { "nodeid", i->fp.nodeid }, { NULL, NULL } };
+        mut_emit(reg, m, REG_C_FINGERPRINT, &i->o, "fingerprint", kv, NULL, 0);
     }
     bool was_ready = i->ready;
     i->was_healthy = c->next.was_healthy;
@@ -108,6 +119,11 @@ static void apply_probe(struct reg *reg, struct mut *m, void *ctx)
     if (!was_ready && i->ready)
         mut_update_current(reg, m, i->plugin);
 }
+
+static const struct mut_kind probe_commit = { rec_probe, apply_probe, NULL };
+/* Event seqs are persisted as used in blocks (mutate.c): a probe applied
+ * without a commit needs this many left in the block. */
+#define PROBE_EV_ROOM 4096
 
 static int dup_fp(const struct reg_fingerprint *in, struct fp *out)
 {
@@ -130,41 +146,45 @@ static bool fp_differs(const struct fp *a, const struct fp *b)
            strcmp(a->capabilities, b->capabilities) || a->max_volumes != b->max_volumes;
 }
 
+static size_t fp_len(const struct fp *f)
+{
+    return strlen(f->provider) + strlen(f->version) + strlen(f->nodeid) + strlen(f->topology) +
+           strlen(f->capabilities);
+}
+
 int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
 {
     struct probe_ctx c = { .p = p };
-    struct mut m = { 0 };
+    struct mut m = { .k = &probe_commit, .ctx = &c };
     int rc = 0;
     pthread_mutex_lock(&reg->wlock);
-    c.i = model_as_inst(model_by_seq(reg, inst));
-    if (!c.i)
+    struct inst *i = model_as_inst(mut_find_seq(reg, inst));
+    if (!i)
         rc = -ENOENT;
-    else if (!c.i->socket || p->gen != c.i->gen)
-        rc = -ESTALE;
+    else if (p->gen != i->w_gen || !i->socket)
+        rc = -ESTALE;                /* changed since, or a change is queued */
     else
-        rc = health_next(reg, c.i, p, &c.next);
-    if (rc == 0 && !c.i->hist && !(c.hist = calloc(REG_HISTORY, sizeof(*c.hist))))
+        rc = health_next(reg, i, p, &c.next);
+    if (rc == 0 && !i->hist && !(c.hist = calloc(REG_HISTORY, sizeof(*c.hist))))
         rc = -ENOMEM;
     if (rc == 0 && !(c.reason = strdup(c.next.reason)))
         rc = -ENOMEM;
     if (rc == 0 && c.next.set_fp && (rc = dup_fp(p->fp, &c.fp)) == 0)
-        c.fp_changed = fp_differs(&c.i->fp, &c.fp);
-    if (rc == 0) {
-        m.commit = c.next.ready != c.i->ready || c.fp_changed;
-        if (m.commit) {
-            struct store_rec *r = &m.txn.rec[m.txn.n++];
-            mut_inst_rec(c.i, r);
-            r->u.inst.ready = c.next.ready;
-            if (c.fp_changed)
-                r->u.inst.fp = (struct reg_fingerprint){
-                    c.fp.provider, c.fp.version, c.fp.nodeid, c.fp.max_volumes,
-                    c.fp.topology, c.fp.capabilities };
-        }
-        rc = mut_run(reg, &m, apply_probe, &c);
-    }
+        c.fp_changed = fp_differs(&i->fp, &c.fp);
+    bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed ||
+                              (reg->opts.backend && ev_next_seq(reg->ring) + PROBE_EV_ROOM >=
+                                                    reg->ev_reserved));
+    if (commit && c.fp_changed)
+        rc = mut_check_room(reg, m.est = mut_est_inst(i, fp_len(&c.fp)));
+    m.obj = i ? &i->o : NULL;
+    if (rc < 0)
+        pthread_mutex_unlock(&reg->wlock);
+    else if (commit)
+        rc = mut_submit(reg, &m);
+    else
+        mut_apply_now(reg, &m);         /* health, reason, history: no commit */
     free(c.hist);
     free(c.reason);
     model_free_fp(&c.fp);
-    pthread_mutex_unlock(&reg->wlock);
     return rc;
 }

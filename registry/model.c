@@ -19,9 +19,8 @@ void ht_free(struct htab *t)
     ht_init(t);
 }
 
-static int ht_grow(struct htab *t)
+static int ht_grow(struct htab *t, size_t nb)
 {
-    size_t nb = t->nb ? t->nb * 2 : 64;
     struct hlink **b = calloc(nb, sizeof(*b));
     if (!b)
         return -ENOMEM;
@@ -39,15 +38,20 @@ static int ht_grow(struct htab *t)
     return 0;
 }
 
-int ht_insert(struct htab *t, struct hlink *l, uint64_t hash)
+int ht_reserve(struct htab *t, size_t more)
 {
-    if (t->n + 1 > t->nb * 3 / 4 && ht_grow(t) < 0 && t->nb == 0)
-        return -ENOMEM;
+    size_t nb = t->nb ? t->nb : 64;
+    while (t->n + more > nb * 3 / 4)
+        nb *= 2;
+    return nb == t->nb ? 0 : ht_grow(t, nb);
+}
+
+void ht_insert(struct htab *t, struct hlink *l, uint64_t hash)
+{
     l->hash = hash;
     l->next = t->b[hash & (t->nb - 1)];
     t->b[hash & (t->nb - 1)] = l;
     t->n++;
-    return 0;
 }
 
 void ht_remove(struct htab *t, struct hlink *l)
@@ -129,15 +133,17 @@ struct inst *model_inst(struct reg *reg, struct plugin *p, const char *alloc)
     return model_as_inst(by_name(reg, p->o.type, p->o.seq, alloc, REG_K_INSTANCE));
 }
 
-int model_link(struct reg *reg, struct obj *o, struct plugin *parent)
+int model_reserve(struct reg *reg, size_t more)
 {
-    if (ht_insert(&reg->seqs, &o->by_seq, mix(o->seq)) < 0)
-        return -ENOMEM;
-    if (ht_insert(&reg->names, &o->by_name,
-                  ht_name_hash(o->type, parent ? parent->o.seq : 0, o->name)) < 0) {
-        ht_remove(&reg->seqs, &o->by_seq);
-        return -ENOMEM;
-    }
+    int rc = ht_reserve(&reg->seqs, more);
+    return rc < 0 ? rc : ht_reserve(&reg->names, more);
+}
+
+void model_link(struct reg *reg, struct obj *o, struct plugin *parent)
+{
+    ht_insert(&reg->seqs, &o->by_seq, mix(o->seq));
+    ht_insert(&reg->names, &o->by_name,
+              ht_name_hash(o->type, parent ? parent->o.seq : 0, o->name));
     struct obj **head = parent ? &parent->head : &reg->types[o->type];
     o->prev = NULL;
     o->next = *head;
@@ -146,7 +152,6 @@ int model_link(struct reg *reg, struct obj *o, struct plugin *parent)
     *head = o;
     if (parent)
         parent->count++;
-    return 0;
 }
 
 void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent)

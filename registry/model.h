@@ -1,5 +1,7 @@
 /* Internal to registry/: the objects behind struct reg and their indexes.
- * Callers hold reg->lock (shared to read, exclusive to change). */
+ * Callers hold reg->lock (shared to read, exclusive to change). Fields named
+ * w_* are the writers' view (memory plus the mutations queued for commit,
+ * mutate.h): read and written only with reg->wlock held, never by readers. */
 #ifndef CSIFS_MODEL_H
 #define CSIFS_MODEL_H
 
@@ -33,12 +35,14 @@ struct obj {                     /* common head of plugins and instances */
     char name[REG_NAME_MAX + 1];
     struct obj *prev, *next;     /* siblings, newest first */
     int64_t registered_ns, changed_ns;
+    bool w_dead;                 /* a deletion of it is queued or applied */
 };
 
 struct plugin {
     struct obj o;
     struct obj *head;            /* instances, newest first */
     uint32_t count;
+    uint32_t w_count;            /* count with the queued adds and deletions */
     struct inst *current;
 };
 
@@ -52,6 +56,8 @@ struct inst {
     struct plugin *plugin;
     char *socket;                /* NULL when unset */
     uint64_t gen;                /* bumped on every socket change */
+    uint64_t w_gen;              /* gen once the queued socket changes apply */
+    unsigned w_pend;             /* queued mutations of this instance */
     enum reg_health health;
     uint64_t health_ver;         /* bumped when health, ready or reason change */
     char *reason;
@@ -64,10 +70,34 @@ struct inst {
     unsigned nhist, hist_head;
 };
 
+struct mut;
+typedef void (*reg_ev_fn)(void *arg);
+
 struct reg {
-    pthread_mutex_t wlock;       /* lock order: wlock, then lock, then the ring */
+    /* Lock order: wlock, then lock, then ev_mu or the ring's mutex (both
+     * innermost). wlock: validation, the commit queue, the w_* fields, and
+     * apply (with lock); never held across a commit, fsync or subscriber. */
+    pthread_mutex_t wlock;
     pthread_rwlock_t lock;
     struct reg_opts opts;
+    /* the commit queue (mutate.c), under wlock */
+    struct mut *qhead, **qtail;  /* validated, waiting for a leader */
+    struct mut *inflight;        /* the batch a leader is committing */
+    bool leading;
+    size_t pend_links;           /* queued objects to link: index room kept */
+    uint64_t room, pend_bytes;   /* store room for additions, and queued use */
+    bool room_known;
+    /* the events thread: calls ev_subs when events were appended */
+    pthread_mutex_t ev_mu;
+    pthread_cond_t ev_cv;
+    uint64_t ev_kicks;
+    bool ev_stop, ev_started;
+    pthread_t ev_th;
+    struct {
+        reg_ev_fn fn;
+        void *arg;
+    } ev_subs[4];
+    int nev_subs;
     struct htab seqs, names;
     struct obj *types[REG_NTYPES]; /* plugins per type, newest first */
     uint64_t next_seq;
@@ -83,7 +113,10 @@ struct reg {
 /* hash tables (model.c) */
 void ht_init(struct htab *t);
 void ht_free(struct htab *t);
-int ht_insert(struct htab *t, struct hlink *l, uint64_t hash);
+/* Grow t so that `more` inserts cannot fail (-ENOMEM changes nothing). */
+int ht_reserve(struct htab *t, size_t more);
+/* Insert; the room must have been reserved. */
+void ht_insert(struct htab *t, struct hlink *l, uint64_t hash);
 void ht_remove(struct htab *t, struct hlink *l);
 uint64_t ht_name_hash(enum reg_type type, uint64_t parent, const char *name);
 
@@ -93,9 +126,11 @@ struct inst *model_inst(struct reg *reg, struct plugin *p, const char *alloc);
 struct plugin *model_as_plugin(struct obj *o);
 struct inst *model_as_inst(struct obj *o);
 
-/* Link a new object into its indexes and at the front of its siblings
- * (-ENOMEM changes nothing); unlink and free. */
-int model_link(struct reg *reg, struct obj *o, struct plugin *parent);
+/* Room in both indexes for `more` links (-ENOMEM changes nothing). */
+int model_reserve(struct reg *reg, size_t more);
+/* Link a new object into its indexes (room reserved) and at the front of its
+ * siblings; unlink. */
+void model_link(struct reg *reg, struct obj *o, struct plugin *parent);
 void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent);
 void model_free_inst(struct inst *i);
 void model_free_fp(struct fp *f);

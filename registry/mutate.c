@@ -1,38 +1,322 @@
-/* The mutation path shared by every registry change. */
+/* The mutation path shared by every registry change: the commit queue and
+ * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-#define EV_BLOCK 65536          /* event seqs reserved per meta commit */
+#define EV_BLOCK 65536          /* event seqs reserved per meta extension */
 
-int mut_run(struct reg *reg, struct mut *m, mut_apply_fn apply, void *ctx)
+#ifdef CSIFS_TEST_OPTS
+int reg_test_commit_delay_ms;
+const char *reg_test_fail_commit;
+
+/* Test builds only: hold the commit, or fail it when the trigger file
+ * exists (it is removed: one failure per file). */
+static int test_hooks(void)
 {
-    uint64_t ev_next = ev_next_seq(reg->ring);
-    /* Each mutation emits at most MUT_MAX_CHANGES events: keep a block
-     * of persisted seqs ahead so a restart never reuses one. */
-    bool reserve = reg->opts.backend && ev_next + MUT_MAX_CHANGES >= reg->ev_reserved;
-    if (reg->opts.backend && (m->commit || reserve)) {
-        m->txn.meta.next_seq = reg->next_seq + m->new_seqs;
-        m->txn.meta.ev_reserved = reserve ? ev_next + EV_BLOCK : reg->ev_reserved;
-        int rc = reg->opts.backend->commit(reg->opts.backend->ctx, &m->txn);
-        if (rc < 0)
-            return rc;
-        reg->ev_reserved = m->txn.meta.ev_reserved;
+    int ms = __atomic_load_n(&reg_test_commit_delay_ms, __ATOMIC_RELAXED);
+    if (ms > 0) {
+        struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
     }
-    pthread_rwlock_wrlock(&reg->lock);
-    apply(reg, m, ctx);
-    reg->next_seq += m->new_seqs;
-    pthread_rwlock_unlock(&reg->lock);
-    for (int c = 0; c < m->nch; c++)
-        for (int s = 0; s < reg->nsubs; s++)
-            reg->subs[s].fn(&m->ch[c], reg->subs[s].arg);
+    const char *f = reg_test_fail_commit;
+    return f && unlink(f) == 0 ? -EIO : 0;
+}
+#else
+static int test_hooks(void)
+{
     return 0;
 }
+#endif
+
+/* ---- room in the store ---- */
+
+int mut_check_room(struct reg *reg, uint64_t est)
+{
+    const struct reg_backend *be = reg->opts.backend;
+    if (!be || !reg->room_known || reg->pend_bytes + est <= reg->room)
+        return 0;
+    /* Room may have come back since the last commit (a file removed). */
+    uint64_t room;
+    if (be->room(be->ctx, &room) == 0)
+        reg->room = room;
+    return reg->pend_bytes + est > reg->room ? -ENOSPC : 0;
+}
+
+static size_t len0(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+uint64_t mut_est_inst(const struct inst *i, size_t extra)
+{
+    size_t n = 256 + len0(i->socket) + len0(i->fp.provider) + len0(i->fp.version) +
+               len0(i->fp.nodeid) + len0(i->fp.topology) + len0(i->fp.capabilities) +
+               len0(i->attr[REG_A_MOUNT_POINT]) + len0(i->attr[REG_A_CONTAINER_MOUNT_POINT]);
+    return MUT_EST_REC + n + extra;
+}
+
+/* ---- the writers' view ---- */
+
+static bool queued_add(const struct mut *m, enum reg_kind kind, enum reg_type type,
+                       const struct plugin *parent, const char *name)
+{
+    const struct obj *o = m->obj;
+    if (!m->add || o->w_dead || o->kind != kind || o->type != type || strcmp(o->name, name))
+        return false;
+    return kind == REG_K_PLUGIN || ((const struct inst *)o)->plugin == parent;
+}
+
+static struct obj *find_queued(struct reg *reg, enum reg_kind kind, enum reg_type type,
+                               const struct plugin *parent, const char *name)
+{
+    struct mut *lists[] = { reg->inflight, reg->qhead };
+    for (int l = 0; l < 2; l++)
+        for (struct mut *m = lists[l]; m; m = m->next)
+            if (queued_add(m, kind, type, parent, name))
+                return m->obj;
+    return NULL;
+}
+
+struct plugin *mut_find_plugin(struct reg *reg, enum reg_type type, const char *name)
+{
+    if ((unsigned)type >= REG_NTYPES || !name)
+        return NULL;
+    struct plugin *p = model_plugin(reg, type, name);
+    if (p && !p->o.w_dead)
+        return p;
+    return (struct plugin *)find_queued(reg, REG_K_PLUGIN, type, NULL, name);
+}
+
+struct inst *mut_find_inst(struct reg *reg, struct plugin *p, const char *alloc)
+{
+    if (!alloc)
+        return NULL;
+    struct inst *i = model_inst(reg, p, alloc);
+    if (i && !i->o.w_dead)
+        return i;
+    return (struct inst *)find_queued(reg, REG_K_INSTANCE, p->o.type, p, alloc);
+}
+
+struct obj *mut_find_seq(struct reg *reg, uint64_t seq)
+{
+    struct obj *o = model_by_seq(reg, seq);
+    return o && !o->w_dead ? o : NULL;
+}
+
+/* ---- the leader ---- */
+
+struct subs {
+    struct {
+        reg_sub_fn fn;
+        void *arg;
+    } s[8];
+    int n;
+};
+
+static void copy_subs(struct reg *reg, struct subs *out)
+{
+    out->n = reg->nsubs;
+    memcpy(out->s, reg->subs, sizeof(out->s));
+}
+
+static void notify(const struct subs *subs, const struct mut *m)
+{
+    for (int c = 0; c < m->nch; c++)
+        for (int s = 0; s < subs->n; s++)
+            subs->s[s].fn(&m->ch[c], subs->s[s].arg);
+}
+
+/* One record per object, in the order objects first appear in the batch. */
+static const struct store_rec *build_txn(struct mut *batch)
+{
+    struct store_rec *head = NULL, **tail = &head;
+    for (struct mut *m = batch; m; m = m->next) {
+        if (!m->k->rec || !m->obj)
+            continue;
+        struct store_rec *r = NULL;
+        for (struct mut *e = batch; e != m && !r; e = e->next)
+            if (e->obj == m->obj && e->rec.op != (enum store_op)-1)
+                r = &e->rec;
+        if (!r) {
+            r = &m->rec;
+            struct plugin *p = model_as_plugin(m->obj);
+            if (p) {
+                memset(r, 0, sizeof(*r));
+                r->op = STORE_PUT_PLUGIN;
+                r->u.plugin = (struct store_plugin){ .type = p->o.type, .name = p->o.name,
+                                                     .seq = p->o.seq,
+                                                     .registered_ns = p->o.registered_ns };
+            } else {
+                mut_inst_rec(model_as_inst(m->obj), r);
+            }
+            *tail = r;
+            tail = &r->next;
+        }
+        m->k->rec(m, r);
+    }
+    return head;
+}
+
+static void settle(struct reg *reg, struct mut *m, bool applied)
+{
+    reg->pend_links -= m->add;
+    reg->pend_bytes -= m->est;
+    struct inst *i = model_as_inst(m->obj);
+    if (i)
+        i->w_pend--;
+    if (!applied && m->k->undo)
+        m->k->undo(reg, m);
+}
+
+static void finish(struct mut *list, struct mut *self, int rc)
+{
+    for (struct mut *m = list, *next; m; m = next) {
+        next = m->next;
+        m->rc = rc;
+        m->done = true;
+        if (m != self)
+            pthread_cond_signal(&m->cv);
+    }
+}
+
+/* Commit and apply every queued mutation: wlock held on entry and return. */
+static void lead(struct reg *reg, struct mut *self)
+{
+    struct mut *batch = reg->qhead;
+    reg->qhead = NULL;
+    reg->qtail = &reg->qhead;
+    reg->inflight = batch;
+    reg->leading = true;
+    size_t nb = 0;
+    for (struct mut *m = batch; m; m = m->next)
+        nb++;
+    const struct reg_backend *be = reg->opts.backend;
+    struct store_txn txn = { .meta = { reg->next_seq, reg->ev_reserved } };
+    uint64_t ev_need = ev_next_seq(reg->ring) + (nb + 64) * MUT_MAX_CHANGES;
+    if (ev_need + EV_BLOCK / 2 >= reg->ev_reserved)
+        txn.meta.ev_reserved = ev_need + EV_BLOCK;
+    struct subs subs;
+    copy_subs(reg, &subs);
+    pthread_mutex_unlock(&reg->wlock);
+
+    int rc = 0;
+    uint64_t room = 0;
+    bool room_known = false;
+    if (be) {
+        rc = test_hooks();
+        txn.recs = build_txn(batch);
+        if (rc == 0)
+            rc = be->commit(be->ctx, &txn);
+        room_known = be->room && be->room(be->ctx, &room) == 0;
+    }
+
+    pthread_mutex_lock(&reg->wlock);
+    struct mut *behind = NULL;
+    if (rc == 0) {
+        pthread_rwlock_wrlock(&reg->lock);
+        for (struct mut *m = batch; m; m = m->next)
+            m->k->apply(reg, m);
+        pthread_rwlock_unlock(&reg->lock);
+        reg->ev_reserved = txn.meta.ev_reserved;
+    } else {
+        /* Validated against the failed batch: they fail with it. */
+        behind = reg->qhead;
+        reg->qhead = NULL;
+        reg->qtail = &reg->qhead;
+    }
+    for (struct mut *m = batch; m; m = m->next)
+        settle(reg, m, rc == 0);
+    for (struct mut *m = behind; m; m = m->next)
+        settle(reg, m, false);
+    finish(behind, self, rc);
+    if (room_known) {
+        reg->room = room;
+        reg->room_known = true;
+    }
+    reg->inflight = NULL;
+    if (rc == 0) {
+        pthread_mutex_unlock(&reg->wlock);
+        for (struct mut *m = batch; m; m = m->next)
+            notify(&subs, m);
+        mut_kick_events(reg);
+        pthread_mutex_lock(&reg->wlock);
+    }
+    finish(batch, self, rc);
+    reg->leading = false;
+    if (reg->qhead)
+        pthread_cond_signal(&reg->qhead->cv);
+}
+
+int mut_submit(struct reg *reg, struct mut *m)
+{
+    size_t links = reg->pend_links + (m->add ? 1 : 0);
+    int rc = 0;
+    if (links && (reg->seqs.n + links > reg->seqs.nb * 3 / 4 ||
+                  reg->names.n + links > reg->names.nb * 3 / 4)) {
+        pthread_rwlock_wrlock(&reg->lock);
+        rc = model_reserve(reg, links);
+        pthread_rwlock_unlock(&reg->lock);
+    }
+    if (rc < 0) {
+        if (m->k->undo)
+            m->k->undo(reg, m);
+        pthread_mutex_unlock(&reg->wlock);
+        return rc;
+    }
+    reg->pend_links = links;
+    reg->pend_bytes += m->est;
+    struct inst *i = model_as_inst(m->obj);
+    if (i)
+        i->w_pend++;
+    m->rec.op = (enum store_op)-1;   /* not the first record of its object yet */
+    m->done = false;
+    m->next = NULL;
+    pthread_cond_init(&m->cv, NULL);
+    *reg->qtail = m;
+    reg->qtail = &m->next;
+    while (!m->done && (reg->leading || reg->qhead != m))
+        pthread_cond_wait(&m->cv, &reg->wlock);
+    if (!m->done)
+        lead(reg, m);
+    rc = m->rc;
+    pthread_mutex_unlock(&reg->wlock);
+    pthread_cond_destroy(&m->cv);
+    return rc;
+}
+
+void mut_apply_now(struct reg *reg, struct mut *m)
+{
+    struct subs subs;
+    copy_subs(reg, &subs);
+    pthread_rwlock_wrlock(&reg->lock);
+    m->k->apply(reg, m);
+    pthread_rwlock_unlock(&reg->lock);
+    pthread_mutex_unlock(&reg->wlock);
+    notify(&subs, m);
+    mut_kick_events(reg);
+}
+
+void mut_kick_events(struct reg *reg)
+{
+    pthread_mutex_lock(&reg->ev_mu);
+    reg->ev_kicks++;
+    pthread_cond_signal(&reg->ev_cv);
+    pthread_mutex_unlock(&reg->ev_mu);
+}
+
+/* ---- changes and events ---- */
 
 void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
               const struct obj *o, const char *kind, const struct ev_kv *kv,
-              const char *reason)
+              const char *reason, enum reg_attr attr)
 {
     const struct inst *i = model_as_inst((struct obj *)o);
     const struct obj *p = i ? &i->plugin->o : o;
@@ -43,14 +327,14 @@ void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
         snprintf(path, sizeof(path), "%s/%s", reg_type_names[o->type], p->name);
     if (kind)
         ev_append(reg->ring, kind, path, kv, reason);
-    if (m->nch == MUT_MAX_CHANGES)
-        return;
+    assert(m->nch < MUT_MAX_CHANGES);
     struct reg_change *c = &m->ch[m->nch++];
     memset(c, 0, sizeof(*c));
     c->kind = ck;
     c->type = o->type;
     c->plugin = p->seq;
     c->plugin_name = p->name;
+    c->attr = attr;
     if (i) {
         c->inst = o->seq;
         c->alloc_name = o->name;
@@ -69,7 +353,24 @@ void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p)
     p->current = cur;
     p->o.changed_ns = model_now_ns();
     struct ev_kv kv[] = { { "alloc", cur ? cur->o.name : "none" }, { NULL, NULL } };
-    mut_emit(reg, m, REG_C_CURRENT, &p->o, "current", kv, NULL);
+    mut_emit(reg, m, REG_C_CURRENT, &p->o, "current", kv, NULL, 0);
+}
+
+void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
+                    enum reg_health h, bool ready, char *reason)
+{
+    bool changed = h != i->health || ready != i->ready || strcmp(reason, i->reason);
+    i->health = h;
+    i->ready = ready;
+    free(i->reason);
+    i->reason = reason;
+    if (!changed)
+        return;
+    i->health_ver++;
+    static const char *const names[] = { "unknown", "healthy", "unhealthy" };
+    struct ev_kv kv[] = { { "state", names[h] }, { "ready", ready ? "1" : "0" },
+                          { NULL, NULL } };
+    mut_emit(reg, m, REG_C_HEALTH, &i->o, "health", kv, reason, 0);
 }
 
 static const char *or_empty(const char *s)

@@ -1,38 +1,89 @@
-/* Internal to registry/: the one mutation path.
+/* Internal to registry/: the one mutation path, a group-commit pipeline.
  *
- *   lock wlock; validate (reads the model: only wlock holders change it);
- *   build the txn; mut_run(): commit -> wrlock, apply, append events ->
- *   unlock -> notify subscribers; unlock wlock.
+ *   1. A writer takes wlock and validates against the writers' view: the
+ *      model plus every mutation queued and not yet applied (the w_* fields
+ *      of model.h, and mut_find_plugin/mut_find_inst for queued adds). It
+ *      allocates everything apply will need, marks the writers' view, and
+ *      calls mut_submit(), which reserves index room and queues it.
+ *   2. The first queued writer when no batch is in flight leads: it takes
+ *      every queued mutation, releases wlock, builds one LMDB transaction
+ *      (one record per object: later mutations of the same object patch its
+ *      record), commits it (one fsync), then under wlock and one write lock
+ *      of the model applies the batch in order and appends its events.
+ *   3. With no registry lock held it calls the subscribers for each change,
+ *      in commit order, then answers every writer of the batch and hands the
+ *      lead to the next queued writer.
+ * A failed commit fails its batch and every mutation queued behind it (they
+ * were validated against it): their marks are undone, nothing is applied.
+ * A mutation that needs no commit (a probe result changing only health,
+ * reason and history) is applied at once by mut_apply_now.
  *
- * apply must not fail: whatever it needs is allocated during validation.
+ * apply cannot fail: the objects and strings it links are allocated at
+ * validation, the indexes have room reserved, and a mutation emits at most
+ * MUT_MAX_CHANGES changes (asserted).
  */
 #ifndef CSIFS_MUTATE_H
 #define CSIFS_MUTATE_H
 
+#include <pthread.h>
+
+#include "registry/backend.h"
 #include "registry/model.h"
-#include "registry/store.h"
 
-#define MUT_MAX_CHANGES 8
+#define MUT_MAX_CHANGES 4            /* probe: history, fingerprint, health, current */
+#define MUT_EST_REC (4 * 4096 + 256) /* store bytes a record may cost (pages copied) */
 
-struct mut {
-    struct store_txn txn;
-    bool commit;                     /* needs the backend */
-    unsigned new_seqs;               /* seqs this mutation takes from next_seq */
-    struct reg_change ch[MUT_MAX_CHANGES];
-    int nch;
+struct mut;
+struct mut_kind {
+    /* Patch r, the record of m->obj in this txn (NULL: writes none). */
+    void (*rec)(struct mut *m, struct store_rec *r);
+    void (*apply)(struct reg *reg, struct mut *m);
+    /* Undo the marks of the writers' view (NULL: none). */
+    void (*undo)(struct reg *reg, struct mut *m);
 };
 
-typedef void (*mut_apply_fn)(struct reg *reg, struct mut *m, void *ctx);
+struct mut {
+    const struct mut_kind *k;
+    void *ctx;
+    struct obj *obj;                 /* the object whose record it writes */
+    bool add;                        /* obj is new: linked by apply */
+    uint64_t est;                    /* store bytes it may add; 0 for removals */
+    struct store_rec rec;            /* obj's record, when first in its txn */
+    struct reg_change ch[MUT_MAX_CHANGES];
+    int nch;
+    /* queue state, under wlock */
+    int rc;
+    bool done;
+    pthread_cond_t cv;
+    struct mut *next;
+};
 
-/* Commit m->txn if m->commit (plus the meta), then apply and notify.
- * Called with wlock held after validation; returns 0 or the commit's error. */
-int mut_run(struct reg *reg, struct mut *m, mut_apply_fn apply, void *ctx);
+/* -ENOSPC when the store has no room for est more bytes of additions
+ * (the reserve of DESIGN 7 is for removals). Called with wlock held. */
+int mut_check_room(struct reg *reg, uint64_t est);
+/* Bytes an instance's record may take in the store, for est. */
+uint64_t mut_est_inst(const struct inst *i, size_t extra);
+
+/* The writers' view of a plugin or instance by name, queued adds included,
+ * queued deletions excluded. wlock held. */
+struct plugin *mut_find_plugin(struct reg *reg, enum reg_type type, const char *name);
+struct inst *mut_find_inst(struct reg *reg, struct plugin *p, const char *alloc);
+/* The writers' view of an object by seq (queued deletions excluded). */
+struct obj *mut_find_seq(struct reg *reg, uint64_t seq);
+
+/* Queue m (validated, wlock held) and wait for its commit. Returns with wlock
+ * RELEASED: 0 once applied and notified, or the commit's error (nothing of
+ * m applied, its undo run) or -ENOMEM (index room; undo run). */
+int mut_submit(struct reg *reg, struct mut *m);
+/* Apply m now without a commit (wlock held; returns with it released), then
+ * notify. */
+void mut_apply_now(struct reg *reg, struct mut *m);
 
 /* Record a change and append its event (from apply, under the write lock).
- * kind: the event kind; kv and reason as ev_append. */
+ * kind: the event kind; kv and reason as ev_append; attr for REG_C_ATTR. */
 void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
               const struct obj *o, const char *kind, const struct ev_kv *kv,
-              const char *reason);
+              const char *reason, enum reg_attr attr);
 /* Set health, ready and reason (taking ownership of reason); emits `health`
  * when any of them changed. */
 void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
@@ -43,15 +94,21 @@ void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p);
 /* Fill a txn record with an instance's persisted fields as they are now. */
 void mut_inst_rec(const struct inst *i, struct store_rec *r);
 
+/* The events thread (events thread of registry.c): wake it after events
+ * were appended. */
+void mut_kick_events(struct reg *reg);
+
 /* Health table (health.c): the next state for a probe result. */
 struct health_next {
     enum reg_health health;
     bool ready, was_healthy, set_fp;
-    char reason[256];
+    char reason[256];                /* the instance's reason */
+    enum reg_outcome probe_outcome;  /* this probe's own outcome and reason, */
+    char probe_reason[256];          /* for history (DESIGN 3) */
 };
 int health_next(const struct reg *reg, const struct inst *i, const struct reg_probe *p,
                 struct health_next *out);
 /* Append a probe to the instance's history; i->hist must be allocated. */
-void health_hist_add(struct inst *i, const struct reg_probe *p, const char *reason);
+void health_hist_add(struct inst *i, const struct reg_probe *p, const struct health_next *n);
 
 #endif

@@ -50,10 +50,13 @@ static int load_plugin(const struct store_plugin *sp, void *arg)
     p->o.seq = sp->seq;
     strcpy(p->o.name, sp->name);
     p->o.registered_ns = p->o.changed_ns = sp->registered_ns;
-    int rc = model_link(reg, &p->o, NULL);
-    if (rc < 0)
+    int rc = model_reserve(reg, 1);
+    if (rc < 0) {
         free(p);
-    return rc;
+        return rc;
+    }
+    model_link(reg, &p->o, NULL);
+    return 0;
 }
 
 static int load_inst(const struct store_inst *si, void *arg)
@@ -94,11 +97,13 @@ static int load_inst(const struct store_inst *si, void *arg)
     if (!i->reason || (si->socket && *si->socket && !i->socket))
         rc = -ENOMEM;
     if (rc == 0)
-        rc = model_link(reg, &i->o, p);
+        rc = model_reserve(reg, 1);
     if (rc < 0) {
         model_free_inst(i);
         return rc;
     }
+    model_link(reg, &i->o, p);
+    p->w_count++;
     if (i->ready)
         p->current = i;       /* loaded oldest first: the last ready one wins */
     return 0;
@@ -137,8 +142,11 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     if (reg->opts.health_timeout_ms <= 0)
         reg->opts.health_timeout_ms = 30000;
     reg->next_seq = 1;
+    reg->qtail = &reg->qhead;
     pthread_mutex_init(&reg->wlock, NULL);
     pthread_rwlock_init(&reg->lock, NULL);
+    pthread_mutex_init(&reg->ev_mu, NULL);
+    pthread_cond_init(&reg->ev_cv, NULL);
     uint64_t ev_first = 1;
     int rc = 0;
     if (reg->opts.backend) {
@@ -152,6 +160,9 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     }
     if (rc == 0)
         rc = ev_ring_new(&reg->ring, reg->opts.events_ring, ev_first);
+    const struct reg_backend *be = reg->opts.backend;
+    if (rc == 0 && be && be->room && be->room(be->ctx, &reg->room) == 0)
+        reg->room_known = true;
     if (rc < 0) {
         reg_close(reg);
         return rc;
@@ -164,6 +175,14 @@ void reg_close(struct reg *reg)
 {
     if (!reg)
         return;
+    pthread_mutex_lock(&reg->ev_mu);
+    reg->ev_stop = true;
+    pthread_cond_signal(&reg->ev_cv);
+    pthread_mutex_unlock(&reg->ev_mu);
+    if (reg->ev_started)
+        pthread_join(reg->ev_th, NULL);
+    pthread_cond_destroy(&reg->ev_cv);
+    pthread_mutex_destroy(&reg->ev_mu);
     free_all(reg);
     ev_ring_free(reg->ring);
     pthread_rwlock_destroy(&reg->lock);
@@ -182,6 +201,48 @@ int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg)
         rc = 0;
     }
     pthread_mutex_unlock(&reg->wlock);
+    return rc;
+}
+
+/* The events thread: the fan-out to blocked readers, off the writers' path. */
+static void *ev_thread(void *arg)
+{
+    struct reg *reg = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&reg->ev_mu);
+    for (;;) {
+        while (reg->ev_kicks == seen && !reg->ev_stop)
+            pthread_cond_wait(&reg->ev_cv, &reg->ev_mu);
+        if (reg->ev_stop)
+            break;
+        seen = reg->ev_kicks;
+        int n = reg->nev_subs;
+        pthread_mutex_unlock(&reg->ev_mu);
+        for (int k = 0; k < n; k++)
+            reg->ev_subs[k].fn(reg->ev_subs[k].arg);
+        pthread_mutex_lock(&reg->ev_mu);
+    }
+    pthread_mutex_unlock(&reg->ev_mu);
+    return NULL;
+}
+
+int reg_on_events(struct reg *reg, void (*fn)(void *arg), void *arg)
+{
+    int rc = -ENOSPC;
+    pthread_mutex_lock(&reg->ev_mu);
+    if (reg->nev_subs < (int)(sizeof(reg->ev_subs) / sizeof(reg->ev_subs[0]))) {
+        rc = 0;
+        if (!reg->ev_started) {
+            rc = -pthread_create(&reg->ev_th, NULL, ev_thread, reg);
+            reg->ev_started = rc == 0;
+        }
+        if (rc == 0) {
+            reg->ev_subs[reg->nev_subs].fn = fn;
+            reg->ev_subs[reg->nev_subs].arg = arg;
+            reg->nev_subs++;
+        }
+    }
+    pthread_mutex_unlock(&reg->ev_mu);
     return rc;
 }
 

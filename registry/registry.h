@@ -6,18 +6,20 @@
  * names exactly one object for ever (the FUSE layer derives inode numbers
  * from it). `current` of a plugin is its newest instance with ready = 1.
  *
- * Every mutation takes one path: validate -> commit (the store, if any) ->
- * apply in memory -> append events -> notify subscribers. A refused or
- * failed mutation changes nothing. All functions return 0 or a negative
- * errno (DESIGN section 5). All are thread-safe.
+ * Every mutation takes one path: validate (against memory plus what is
+ * queued) -> commit (the store, if any; concurrent mutations share one
+ * commit) -> apply in memory -> append events -> notify subscribers -> the
+ * caller's return. A refused or failed mutation changes nothing. All
+ * functions return 0 or a negative errno (DESIGN section 5). All are
+ * thread-safe.
  *
- * Locks, in the only order they may be taken:
- *   1. reg->wlock  (mutex)  serialises mutations, held across the commit;
- *   2. reg->lock   (rwlock) guards the model; never held across a commit,
- *                           a gRPC call, an fsync or a sleep;
- *   3. the events ring's own mutex (events.h).
+ * Locks, in the only order they may be taken (model.h declares them):
+ *   1. reg->wlock  (mutex)  validation and the commit queue; never held
+ *                           across a commit, an fsync or a subscriber;
+ *   2. reg->lock   (rwlock) guards the model; held only in memory;
+ *   3. the events ring's own mutex (events.h), the events thread's mutex.
  * Readers take only 2 (shared), so they never wait for a commit.
- * Subscriber callbacks run with 1 held and 2 released: they may read the
+ * Subscriber callbacks run with no registry lock held: they may read the
  * registry but must not mutate it.
  */
 #ifndef CSIFS_REGISTRY_H
@@ -48,6 +50,9 @@ extern const char *const reg_type_names[REG_NTYPES];
 int reg_type_parse(const char *name);
 /* 0 if name is a valid plugin/alloc name, else -EINVAL. */
 int reg_name_check(const char *name);
+/* 0 if len bytes of v hold no NUL, newline or other control character
+ * (0x01-0x1f but tab, 0x7f), else -EINVAL (DESIGN 5). */
+int reg_value_check(const char *v, size_t len);
 
 /* Attribute files of an instance dir, in the order `ls -U` lists them. */
 enum reg_attr {
@@ -149,7 +154,8 @@ int reg_lookup_instance(struct reg *reg, uint64_t plugin_seq, const char *alloc,
                         struct reg_node *out);
 /* Children of a type (parent 0, plugins) or of a plugin (instances), newest
  * first, starting after the child with seq `after` (0 = from the start).
- * fn returns non-zero to stop. */
+ * fn returns non-zero to stop. fn runs under the registry's read lock: it
+ * must not call the registry (build what it needs from n). */
 int reg_list(struct reg *reg, enum reg_type type, uint64_t parent, uint64_t after,
              int (*fn)(const struct reg_node *n, void *arg), void *arg);
 /* The content of an attribute file into buf (up to cap bytes; always
@@ -179,8 +185,22 @@ struct reg_change {
     uint64_t gen;                   /* REG_C_SOCKET: the new generation */
 };
 typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
-/* At most 8 subscribers; called in mutation order, after the change is
- * visible to readers and before the mutating call returns. */
+/* At most 8 subscribers; called in commit order, after the change is
+ * visible to readers and before the mutating call returns, with no registry
+ * lock held (calls for changes of different commits never overlap; a probe
+ * result that is not committed may be notified alongside a commit's). */
 int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
+/* At most 4: fn(arg) runs on the registry's events thread, soon after events
+ * were appended (several appends may give one call). For waking readers of
+ * the events ring without holding up the writers. */
+int reg_on_events(struct reg *reg, void (*fn)(void *arg), void *arg);
+
+#ifdef CSIFS_TEST_OPTS
+/* Test builds only (-o debug_commit_delay_ms=, -o debug_fail_commit=):
+ * every commit is held this long; when the file reg_test_fail_commit names
+ * exists, the next commit removes it and fails with EIO. */
+extern int reg_test_commit_delay_ms;
+extern const char *reg_test_fail_commit;
+#endif
 
 #endif

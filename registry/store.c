@@ -1,5 +1,7 @@
-/* The LMDB state store: the state dir and its lock, open (validate, upgrade,
- * set up), the registry's backend (commit, load). See store.h. */
+/* The LMDB state store: open (validate, upgrade, set up), the registry's
+ * backend (commit, load, room) and the reserve for removals. See store.h.
+ * Layers: store.c uses store_check.c and store_upgrade.c, which use
+ * store_file.c (lock, fsync, dir) and store_codec.c; none calls upward. */
 #include "registry/store_int.h"
 
 #include <errno.h>
@@ -18,83 +20,11 @@ struct store {
     MDB_env *env;
     MDB_dbi dbi;
     int lockfd;
+    off_t reserved_to;               /* data.mdb's blocks are allocated up to here */
     char *dir;
     char file[4096];                 /* <dir>/data.mdb, for messages */
     struct reg_backend be;
 };
-
-/* ---- the state dir ---- */
-
-int store_fsync_path(const char *path, bool dir)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
-static int read_pid(int fd)
-{
-    char buf[32];
-    /* The holder writes its pid right after taking the lock: give it 1 s. */
-    for (int tries = 0; tries < 100; tries++) {
-        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-        if (n > 0) {
-            buf[n] = '\0';
-            long pid = strtol(buf, NULL, 10);
-            if (pid > 0)
-                return (int)pid;
-        }
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-    return 0;
-}
-
-int store_lock(const char *dir, bool excl, int *fd, char *err, size_t errlen)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, STORE_LOCK);
-    *fd = open(path, (excl ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (*fd < 0)
-        return !excl && errno == ENOENT ? 0 : store_fail(err, errlen, -errno, "%s: %s", path,
-                                                        strerror(errno));
-    if (flock(*fd, (excl ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0) {
-        char pid[24];
-        int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-        if (!excl || (ftruncate(*fd, 0) == 0 && pwrite(*fd, pid, (size_t)n, 0) == n))
-            return 0;
-    }
-    int e = errno, holder = e == EWOULDBLOCK ? read_pid(*fd) : 0;
-    close(*fd);
-    *fd = -1;
-    if (e != EWOULDBLOCK)
-        return store_fail(err, errlen, -e, "%s: %s", path, strerror(e));
-    if (holder)
-        return store_fail(err, errlen, -EBUSY, "%s: state dir in use by pid %d", path, holder);
-    return store_fail(err, errlen, -EBUSY, "%s: state dir in use by another process", path);
-}
-
-/* mkdir dir 0700 unless it exists; make a new entry durable. */
-static int make_dir(const char *dir, char *err, size_t errlen)
-{
-    struct stat st;
-    if (mkdir(dir, 0700) == 0) {
-        char *copy = strdup(dir);
-        int rc = copy ? store_fsync_path(dirname(copy), true) : -ENOMEM;
-        free(copy);
-        return rc < 0 ? store_fail(err, errlen, rc, "%s: fsync of its parent: %s", dir,
-                                   strerror(-rc)) : 0;
-    }
-    if (errno != EEXIST)
-        return store_fail(err, errlen, -errno, "%s: %s", dir, strerror(errno));
-    if (stat(dir, &st) < 0)
-        return store_fail(err, errlen, -errno, "%s: %s", dir, strerror(errno));
-    return S_ISDIR(st.st_mode) ? 0 : store_fail(err, errlen, -ENOTDIR, "%s: not a directory",
-                                                dir);
-}
 
 /* ---- commit ---- */
 
@@ -145,13 +75,93 @@ static int put_rec(MDB_txn *txn, MDB_dbi dbi, const struct store_rec *r)
     return store_put_msg(txn, dbi, &key, SK_INST, &m.base);
 }
 
+/* ---- the reserve for removals (DESIGN 7) ----
+ *
+ * STORE_RESERVE bytes of disk stay allocated past data.mdb's end
+ * (fallocate KEEP_SIZE), topped up after every commit, so that LMDB's
+ * copy-on-write pages of a removal always find disk. Additions are refused
+ * by the registry at validation once room() says they would eat into it. */
+#define STORE_RESERVE ((off_t)256 << 10)
+#define STORE_ROOM_SLACK ((uint64_t)64 << 10)
+#define STORE_RESERVE_STEP ((off_t)32 << 10)
+
+static void reserve_topup(struct store *st)
+{
+    int fd;
+    struct stat sb;
+    if (mdb_env_get_fd(st->env, &fd) != 0 || fstat(fd, &sb) < 0)
+        return;
+    off_t want = sb.st_size + STORE_RESERVE, to = __atomic_load_n(&st->reserved_to,
+                                                                   __ATOMIC_RELAXED);
+    if (to >= want)
+        return;
+    /* Step by step: with a nearly full disk keep what can be had. A failure
+     * only leaves a smaller reserve (and additions refused by room()). */
+    off_t at = to > sb.st_size ? to : sb.st_size;
+    for (; at < want; at += STORE_RESERVE_STEP)
+        if (fallocate(fd, FALLOC_FL_KEEP_SIZE, at, STORE_RESERVE_STEP) < 0)
+            break;
+    __atomic_store_n(&st->reserved_to, at, __ATOMIC_RELAXED);
+}
+
+/* Bytes of data.mdb that no tree uses: LMDB's free pages, reused before
+ * the file grows. 0 when it cannot tell. */
+static uint64_t free_in_file(struct store *st, const MDB_envinfo *info, unsigned psize)
+{
+    MDB_txn *txn;
+    MDB_stat fr, mn;
+    uint64_t free_pages = 0;
+    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) != 0)
+        return 0;
+    if (mdb_stat(txn, 0, &fr) == 0 && mdb_stat(txn, st->dbi, &mn) == 0) {
+        uint64_t used = 2 + fr.ms_branch_pages + fr.ms_leaf_pages + fr.ms_overflow_pages +
+                        mn.ms_branch_pages + mn.ms_leaf_pages + mn.ms_overflow_pages;
+        uint64_t pages = (uint64_t)info->me_last_pgno + 1;
+        free_pages = pages > used ? pages - used : 0;
+    }
+    mdb_txn_abort(txn);
+    return free_pages * psize;
+}
+
+static int store_room(void *ctx, uint64_t *bytes)
+{
+    struct store *st = ctx;
+    struct statvfs vfs;
+    MDB_envinfo info;
+    MDB_stat ms;
+    if (statvfs(st->dir, &vfs) < 0)
+        return -errno;
+    int rc = mdb_env_info(st->env, &info);
+    if (rc == 0)
+        rc = mdb_env_stat(st->env, &ms);
+    if (rc != 0)
+        return store_errno(rc);
+    uint64_t disk = (uint64_t)(geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) * vfs.f_frsize;
+    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+    uint64_t map = info.me_mapsize > used + (uint64_t)STORE_RESERVE
+                   ? info.me_mapsize - used - (uint64_t)STORE_RESERVE : 0;
+    /* Until the reserve is whole, what is free goes to it first. */
+    struct stat sb;
+    int fd;
+    off_t to = __atomic_load_n(&st->reserved_to, __ATOMIC_RELAXED);
+    if (mdb_env_get_fd(st->env, &fd) == 0 && fstat(fd, &sb) == 0 &&
+        to < sb.st_size + STORE_RESERVE) {
+        uint64_t missing = (uint64_t)(sb.st_size + STORE_RESERVE - to);
+        disk = disk > missing ? disk - missing : 0;
+    }
+    uint64_t room = disk + free_in_file(st, &info, ms.ms_psize);
+    room = room < map ? room : map;
+    *bytes = room > STORE_ROOM_SLACK ? room - STORE_ROOM_SLACK : 0;
+    return 0;
+}
+
 static int store_commit(void *ctx, const struct store_txn *t)
 {
     struct store *st = ctx;
     MDB_txn *txn = NULL;
-    int rc = t->n < 0 || t->n > STORE_TXN_MAX ? EINVAL : mdb_txn_begin(st->env, NULL, 0, &txn);
-    for (int k = 0; rc == 0 && k < t->n; k++)
-        rc = put_rec(txn, st->dbi, &t->rec[k]);
+    int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+    for (const struct store_rec *r = t->recs; rc == 0 && r; r = r->next)
+        rc = put_rec(txn, st->dbi, r);
     if (rc == 0) {
         Csifs__Store__Meta m = CSIFS__STORE__META__INIT;
         m.next_seq = t->meta.next_seq;
@@ -162,6 +172,7 @@ static int store_commit(void *ctx, const struct store_txn *t)
         rc = mdb_txn_commit(txn);    /* frees txn, even when it fails */
     else if (txn)
         mdb_txn_abort(txn);
+    reserve_topup(st);
     return rc == 0 ? 0 : commit_errno(st, rc);
 }
 
@@ -216,7 +227,6 @@ static int store_load(void *ctx, const struct store_load_cb *cb, struct store_me
     rc = store_scan(txn, st->dbi, STORE_VERSION, &s, st->file, NULL, 0);
     mdb_txn_abort(txn);
     if (l.n)
-        if (l.n)
         qsort(l.r, l.n, sizeof(*l.r), cmp_lrec);
     for (size_t k = 0; k < l.n && rc == 0; k++) {
         if (l.r[k].kind == SK_PLUGIN) {
@@ -280,6 +290,7 @@ static int open_env(struct store *st, unsigned flags, int version, char *err, si
     if (version == 0 && (rc = init_version(st)) != 0)
         return store_fail(err, errlen, commit_errno(st, rc), "%s: writing the version: %s",
                           st->file, mdb_strerror(rc));
+    reserve_topup(st);
     rc = store_fsync_path(st->dir, true);      /* data.mdb may be new */
     return rc < 0 ? store_fail(err, errlen, rc, "%s: fsync: %s", st->dir, strerror(-rc)) : 0;
 }
@@ -299,7 +310,7 @@ int store_open(struct store **out, const char *dir, unsigned flags, char *err,
     if (snprintf(st->file, sizeof(st->file), "%s/%s", dir, STORE_DATA) >= (int)sizeof(st->file))
         rc = store_fail(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
     if (rc == 0)
-        rc = make_dir(dir, err, errlen);
+        rc = store_make_dir(dir, err, errlen);
     if (rc == 0)
         rc = store_lock(dir, true, &st->lockfd, err, errlen);
     if (rc == 0)
@@ -310,7 +321,7 @@ int store_open(struct store **out, const char *dir, unsigned flags, char *err,
         store_close(st);
         return rc;
     }
-    st->be = (struct reg_backend){ store_commit, store_load, st };
+    st->be = (struct reg_backend){ store_commit, store_load, store_room, st };
     *out = st;
     return 0;
 }

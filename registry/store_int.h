@@ -98,12 +98,15 @@ int store_check_pages(const char *file, char *err, size_t errlen);
 /* Validate the store in dir read-only (store_check.c); *version as
  * store_read_version, 0 also when there is no data.mdb yet. */
 int store_validate(const char *dir, int *version, char *err, size_t errlen);
-/* flock <dir>/csifs.lock: excl (store_open) creates it and writes our pid;
+/* store_file.c, the bottom layer (lock, fsync, dir).
+ * flock <dir>/csifs.lock: excl (store_open) creates it and writes our pid;
  * shared (store_check) only tests it, and *fd stays -1 when there is no lock
  * file. -EBUSY "state dir in use by pid N" when another process holds it. */
 int store_lock(const char *dir, bool excl, int *fd, char *err, size_t errlen);
 /* fsync a directory or file by path. */
 int store_fsync_path(const char *path, bool dir);
+/* mkdir dir 0700 unless it exists (a new entry made durable); -ENOTDIR. */
+int store_make_dir(const char *dir, char *err, size_t errlen);
 
 /* store_upgrade.c: back up and upgrade a version 1 store opened read-write. */
 int store_upgrade_v1(MDB_env *env, MDB_dbi dbi, const char *dir, char *err, size_t errlen);

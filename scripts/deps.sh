@@ -9,7 +9,9 @@ libgrpc-dev
 libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils
 libcriterion-dev
-valgrind strace util-linux coreutils procps dash shellcheck"
+valgrind strace util-linux coreutils procps dash shellcheck
+systemd mandoc man-db groff-base
+clang-14 libfuzzer-14-dev"
 
 missing=""
 for p in $PKGS; do

@@ -6,7 +6,8 @@
  * sys.c      clocks, /proc readers, child processes, tmpfs, csifs daemons
  * tree.c     browse_cold, browse_hot, read_open, read_pread, stat_deep,
  *            restart, memory (one 1,000 x 10 tree)
- * register.c register_serial, register_parallel, the raw LMDB baseline
+ * register.c register_serial, register_parallel, register_burst, the raw
+ *            LMDB baseline
  * probe.c    probe_fanout, hung_neighbour, memory_live, probe_call
  * bare.c     the bare gRPC core baselines (run in a child process)
  * ring.c     failover, events_replay
@@ -50,7 +51,7 @@ extern struct bench_cfg cfg;
 /* ---- rows and samples (report.c) ---- */
 enum row {
     R_BROWSE_COLD, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP,
-    R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_PROBE_FANOUT, R_PROBE_CALL,
+    R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
     R_EVENTS_REPLAY, R_NROWS
 };

@@ -1,6 +1,9 @@
 /* register_serial and register_parallel against synchronous LMDB commits on
  * the same disk. csifs runs durable (no nosync), as in production. A cycle
- * is mkdir of an instance, its `socket` symlink, rmdir: three commits. */
+ * is mkdir of an instance, its `socket` symlink, rmdir: three commits.
+ * register_burst: 1,000 registrations by 64 processes at once, each on its
+ * own plugin (the kernel serialises the mkdirs of one directory), counted
+ * in LMDB write transactions, one fdatasync each. */
 #include "tests/bench/bench.h"
 
 #include <errno.h>
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct tf t;
@@ -107,8 +111,79 @@ static double parallel(void)
     return (double)n * cfg.par_cycles / dt;
 }
 
+/* The last committed LMDB write transaction of the store in state: each
+ * commit is one fdatasync. 0 when it cannot be read. */
+static uint64_t last_txnid(const char *state)
+{
+    MDB_env *env;
+    MDB_envinfo info;
+    uint64_t id = 0;
+    if (mdb_env_create(&env) != 0)
+        return 0;
+    if (mdb_env_open(env, state, MDB_RDONLY, 0600) == 0 && mdb_env_info(env, &info) == 0)
+        id = info.me_last_txnid;
+    mdb_env_close(env);
+    return id;
+}
+
+#define BURST_PROCS 64
+#define BURST_REGS 1000
+
+/* One repetition: fsyncs per registration, or NAN. */
+static double burst(int rep)
+{
+    int rc = 0, go[2];
+    for (int k = 0; rc == 0 && k < BURST_PROCS; k++)
+        rc = mkdirf(&t, "csi-node/b%d-%d", rep, k);
+    if (rc < 0 || pipe(go) < 0)
+        return NAN;
+    pid_t pids[BURST_PROCS];
+    for (int k = 0; k < BURST_PROCS; k++) {
+        if ((pids[k] = fork()) == 0) {
+            char c, path[4200];
+            close(go[1]);
+            if (read(go[0], &c, 1) < 0)
+                _exit(2);
+            int bad = 0;
+            for (int i = k; i < BURST_REGS; i += BURST_PROCS) {
+                snprintf(path, sizeof(path), "%s/csi-node/b%d-%d/a%d", t.mnt, rep, k, i);
+                bad |= mkdir(path, 0755) < 0;
+            }
+            _exit(bad);
+        }
+    }
+    close(go[0]);
+    uint64_t before = last_txnid(t.state);
+    double t0 = now_s();
+    close(go[1]);                    /* all start at once */
+    int failed = 0;
+    for (int k = 0; k < BURST_PROCS; k++) {
+        int st;
+        if (pids[k] < 0 || waitpid(pids[k], &st, 0) != pids[k] || !WIFEXITED(st) ||
+            WEXITSTATUS(st))
+            failed++;
+    }
+    double dt = now_s() - t0;
+    uint64_t after = last_txnid(t.state);
+    if (failed || !before || after < before) {
+        say("register_burst: %d writers failed (txnid %llu -> %llu)", failed,
+            (unsigned long long)before, (unsigned long long)after);
+        return NAN;
+    }
+    bench_note(R_REGISTER_BURST, "%llu commits for %d registrations in %.2f s",
+               (unsigned long long)(after - before), BURST_REGS, dt);
+    return (double)(after - before) / BURST_REGS;
+}
+
 void bench_register(void)
 {
+    if (bench_wants(R_REGISTER_BURST)) {
+        if (daemon_start(&t, "bench-burst", NULL) < 0)
+            return;
+        for (int rep = 0; rep < cfg.reps; rep++)
+            bench_sample(R_REGISTER_BURST, burst(rep), NAN, NAN);
+        daemon_stop(&t);
+    }
     if (!bench_wants(R_REGISTER_SERIAL) && !bench_wants(R_REGISTER_PARALLEL))
         return;
     say("register: %d cycles, %d writers x %d", cfg.reg_cycles, cfg.par_writers, cfg.par_cycles);

@@ -256,6 +256,7 @@ Test(registry, attributes)
     cr_assert_str_eq(attr(i, REG_A_MOUNT_POINT), "/x");
     char big[REG_VALUE_MAX + 2];
     memset(big, 'a', sizeof(big));
+    big[0] = '/';                    /* an absolute path (DESIGN 5) */
     cr_assert_eq(reg_attr_store(reg, i, REG_A_MOUNT_POINT, big, REG_VALUE_MAX + 1), -EINVAL);
     cr_assert_eq(reg_attr_store(reg, i, REG_A_MOUNT_POINT, "/a\nb", 4), -EINVAL);
     cr_assert_eq(reg_attr_store(reg, i, REG_A_MOUNT_POINT, "/a\0b", 4), -EINVAL);

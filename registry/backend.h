@@ -1,0 +1,79 @@
+/* backend: what the registry model needs of durable state, and the records
+ * it hands over (DESIGN section 7). The model includes only this header; the
+ * LMDB store (store.h) is one implementation.
+ */
+#ifndef CSIFS_BACKEND_H
+#define CSIFS_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "registry/registry.h"
+
+/* A plugin as persisted. */
+struct store_plugin {
+    enum reg_type type;
+    const char *name;
+    uint64_t seq;
+    int64_t registered_ns;
+};
+
+/* An instance as persisted: everything but health, reason and history. */
+struct store_inst {
+    enum reg_type type;
+    const char *plugin, *alloc;
+    uint64_t seq;
+    int64_t registered_ns;
+    const char *socket;              /* "" when unset */
+    bool ready;
+    struct reg_fingerprint fp;       /* strings "" when unset */
+    const char *mount_point, *container_mount_point;
+};
+
+/* Counters that must never go back. */
+struct store_meta {
+    uint64_t next_seq;               /* next plugin/instance seq */
+    uint64_t ev_reserved;            /* event seqs below this may have been used */
+};
+
+enum store_op { STORE_PUT_PLUGIN, STORE_DEL_PLUGIN, STORE_PUT_INST, STORE_DEL_INST };
+struct store_rec {
+    struct store_rec *next;          /* the next record of the same txn */
+    enum store_op op;
+    union {
+        struct store_plugin plugin;  /* PUT_PLUGIN; DEL_PLUGIN uses type, name */
+        struct store_inst inst;      /* PUT_INST; DEL_INST uses type, plugin, alloc */
+    } u;
+};
+
+/* One transaction: the meta, always written, then the records in list
+ * order (a later record of the same key wins). */
+struct store_txn {
+    struct store_meta meta;
+    const struct store_rec *recs;
+};
+
+/* Called for every record at load, plugins before their instances and each
+ * kind in ascending seq. Returning non-zero stops the load with that value. */
+struct store_load_cb {
+    int (*plugin)(const struct store_plugin *p, void *arg);
+    int (*inst)(const struct store_inst *i, void *arg);
+    void *arg;
+};
+
+/* What the registry needs of a durable store.
+ *   commit: all of txn or nothing, durable when it returns 0; -ENOSPC (disk
+ *           or map full) or -EIO with nothing written. Called by one thread
+ *           at a time, with no registry lock held.
+ *   load:   every record through cb, and the meta.
+ *   room:   (may be NULL: no limit) bytes that additions may still take
+ *           without eating into the reserve kept for deletions (DESIGN 7);
+ *           refreshed by the registry after each commit. */
+struct reg_backend {
+    int (*commit)(void *ctx, const struct store_txn *txn);
+    int (*load)(void *ctx, const struct store_load_cb *cb, struct store_meta *meta);
+    int (*room)(void *ctx, uint64_t *bytes);
+    void *ctx;
+};
+
+#endif

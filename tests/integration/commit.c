@@ -1,0 +1,240 @@
+/* Group commit (issue 14) and the full-store reserve (DESIGN 7), against a
+ * real `build/csifs` process with the test-only options
+ * -o debug_commit_delay_ms=N (every commit held N ms) and
+ * -o debug_fail_commit=FILE (the next commit fails while FILE exists). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/fsrun.h"
+#include "tests/lib/testutil.h"
+
+static struct tf t;
+static bool tmpfs_mounted;
+
+static void teardown(void)
+{
+    if (tmpfs_mounted) {
+        tf_kill(&t, false);
+        umount2(t.state, MNT_DETACH);     /* our own tmpfs, by its own path */
+        tmpfs_mounted = false;
+    }
+    tf_stop(&t);
+}
+
+TestSuite(commit, .fini = teardown, .timeout = 240);
+
+#define P(rel) tf_path(&t, rel)
+
+enum op { OP_MKDIR, OP_RMDIR, OP_WRITE, OP_SYMLINK };
+
+/* A child process that waits delay_ms, then does op on path; its exit
+ * status is 0 or the errno. */
+static pid_t start_op(enum op op, const char *path, const char *arg, int delay_ms)
+{
+    char p[4096];
+    snprintf(p, sizeof(p), "%s", path);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid)
+        return pid;
+    tu_sleep_ms(delay_ms);
+    int rc = 0, fd;
+    switch (op) {
+    case OP_MKDIR: rc = mkdir(p, 0755); break;
+    case OP_RMDIR: rc = rmdir(p); break;
+    case OP_SYMLINK: rc = symlink(arg, p); break;
+    case OP_WRITE:
+        fd = open(p, O_WRONLY | O_TRUNC);
+        rc = fd < 0 ? -1 : write(fd, arg, strlen(arg)) == (ssize_t)strlen(arg) ? 0 : -1;
+        if (fd >= 0 && close(fd) < 0)
+            rc = -1;
+        break;
+    }
+    _exit(rc == 0 ? 0 : errno);
+}
+
+static int wait_op(pid_t pid)
+{
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static int count_events(void)
+{
+    return tf_sh(&t, "exit $(timeout 1 cat events | wc -l)");
+}
+
+static void spawn(const char *tag, const char *extra)
+{
+    struct tf_opts o = { .tag = tag, .extra_opts = extra };
+    cr_assert_eq(tf_spawn(&t, &o), 0);
+}
+
+/* Restart csifs on the same state with new options. */
+static void respawn(const char *tag, const char *extra)
+{
+    tf_kill(&t, false);
+    spawn(tag, extra);
+}
+
+/* (Validation against what is queued is tested through the registry API in
+ * tests/unit/pending.c: through the mount, the kernel serialises the
+ * operations of one directory before they reach csifs.) */
+
+/* A failed commit fails every caller of its batch (and those queued behind
+ * it) with EIO; memory, tree, store and events are as before. */
+Test(commit, failed_commit_fails_its_batch_and_changes_nothing)
+{
+    char trigger[4096], extra[4200];
+    spawn("gc-fail", "debug_commit_delay_ms=300");
+    snprintf(trigger, sizeof(trigger), "%s/fail-next-commit", t.dir);
+    snprintf(extra, sizeof(extra), "debug_commit_delay_ms=300,debug_fail_commit=%s", trigger);
+    respawn("gc-fail", extra);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/old csi-node/p2 csi-node/p3/old && "
+                           "echo /m > csi-node/p/old/mount_point"), 0);
+    int events = count_events();
+    cr_assert_gt(events, 0);
+    FILE *f = fopen(trigger, "w");
+    cr_assert(f);
+    fclose(f);
+    pid_t pids[5];
+    /* different directories: the kernel lets them reach csifs together */
+    pids[0] = start_op(OP_MKDIR, P("csi-node/p/a"), NULL, 0);
+    pids[1] = start_op(OP_MKDIR, P("csi-node/p2/b"), NULL, 100);
+    pids[2] = start_op(OP_WRITE, P("csi-node/p/old/mount_point"), "/n\n", 100);
+    pids[3] = start_op(OP_MKDIR, P("csi-node/r"), NULL, 150);
+    pids[4] = start_op(OP_RMDIR, P("csi-node/p3/old"), NULL, 150);
+    for (int k = 0; k < 5; k++) {
+        int rc = wait_op(pids[k]);
+        cr_assert_eq(rc, EIO, "op %d: %s", k, strerror(rc));
+    }
+    cr_assert_eq(access(trigger, F_OK), -1, "the trigger was used");
+    const char *same = "test \"$(ls -U csi-node | tr '\\n' ' ')\" = 'p3 p2 p ' && "
+                       "test \"$(ls -U csi-node/p | tr '\\n' ' ')\" = '%sold ' && "
+                       "test -z \"$(ls csi-node/p2)\" && test -d csi-node/p3/old && "
+                       "test \"$(cat csi-node/p/old/mount_point)\" = /m";
+    cr_assert_eq(tf_sh(&t, same, ""), 0);
+    cr_assert_eq(count_events(), events, "no event of the failed batch");
+    /* the next commit works, and a restart shows the same */
+    cr_assert_eq(mkdir(P("csi-node/p/c"), 0755), 0);
+    respawn("gc-fail", NULL);
+    cr_assert_eq(tf_sh(&t, same, "c "), 0);
+}
+
+/* Readers never wait for a commit: with each held 2 s and 8 writers
+ * queued, cat and ls -lR answer at once. */
+Test(commit, readers_do_not_wait_for_commits)
+{
+    spawn("gc-read", NULL);
+    cr_assert_eq(tf_sh(&t, "for k in 0 1 2 3 4 5 6 7; do mkdir -p csi-node/p/a$k; done && "
+                           "ln -s /run/x.sock csi-node/p/a0/socket"), 0);
+    respawn("gc-read", "debug_commit_delay_ms=2000");
+    pid_t pids[8];
+    char rel[64];
+    for (int k = 0; k < 8; k++) {
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d/mount_point", k);
+        pids[k] = start_op(OP_WRITE, P(rel), "/mnt/x\n", 0);
+    }
+    tu_sleep_ms(300);                 /* one commit held, the others queued */
+    for (int k = 0; k < 3; k++) {
+        int64_t t0 = tu_now_ms();
+        cr_assert_eq(tf_sh(&t, "cat csi-node/p/a0/health csi-node/p/a1/reason >/dev/null && "
+                               "ls -lR . >/dev/null"), 0);
+        int64_t dt = tu_now_ms() - t0;
+        cr_assert_lt(dt, tu_ms(500), "reads took %lld ms behind held commits", (long long)dt);
+    }
+    for (int k = 0; k < 8; k++)
+        cr_assert_eq(wait_op(pids[k]), 0);
+    cr_assert_eq(tf_sh(&t, "test \"$(cat csi-node/p/a7/mount_point)\" = /mnt/x"), 0);
+}
+
+/* Issue 13 test 4 and DESIGN 7: the state on a 2 MiB tmpfs filled until
+ * ENOSPC by instances with 3 KB attributes, then the disk filled to the
+ * last block: every removal (truncate, socket unlink, rmdir) commits, before
+ * and after a restart, also when batched with refused additions. */
+Test(commit, full_store_keeps_room_for_removals)
+{
+    char cmd[8192];
+    spawn("gc-full", NULL);
+    tf_kill(&t, false);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s' && mount -t tmpfs -o size=2m tmpfs '%s'",
+             t.state, t.state, t.state);
+    cr_assert_eq(system(cmd), 0);
+    tmpfs_mounted = true;
+    spawn("gc-full", NULL);
+    cr_assert_eq(tf_sh(&t, "mkdir csi-node/p csi-node/q"), 0);
+    char big[3002];
+    memset(big, 'm', sizeof(big));
+    big[0] = '/';
+    big[3000] = '\n';
+    big[3001] = '\0';
+    int n = 0, rc = 0;
+    char rel[128];
+    for (; n < 1000; n++) {
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d", n);
+        if (mkdir(P(rel), 0755) < 0) {
+            rc = errno;
+            break;
+        }
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d/mount_point", n);
+        rc = wait_op(start_op(OP_WRITE, P(rel), big, 0));
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d/socket", n);
+        if (rc == 0)
+            rc = wait_op(start_op(OP_SYMLINK, P(rel), "/run/csi-test/some.sock", 0));
+        if (rc) {
+            n++;                         /* this one exists, partly filled */
+            break;
+        }
+    }
+    cr_assert_eq(rc, ENOSPC, "filling the store: %s after %d instances", strerror(rc), n);
+    cr_assert_gt(n, 10);
+    /* now the disk itself, to the last block */
+    snprintf(cmd, sizeof(cmd), "dd if=/dev/zero of='%s/filler' bs=4k 2>/dev/null; "
+                               "dd if=/dev/zero of='%s/filler2' bs=512 2>/dev/null; true",
+             t.state, t.state);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(mkdir(P("csi-node/p/new"), 0755), -1);
+    cr_assert_eq(errno, ENOSPC);
+
+    /* restart on the full disk, commits held: an rmdir with additions
+     * queued behind it (validated before its pages are freed) */
+    respawn("gc-full", "debug_commit_delay_ms=300");
+    pid_t del = start_op(OP_RMDIR, P("csi-node/p/a0"), NULL, 0);
+    pid_t add1 = start_op(OP_MKDIR, P("csi-node/q/new"), NULL, 100);
+    pid_t add2 = start_op(OP_MKDIR, P("csi-node/r"), NULL, 100);
+    int rd = wait_op(del), r1 = wait_op(add1), r2 = wait_op(add2);
+    cr_assert_eq(rd, 0, "rmdir batched with additions: %s", strerror(rd));
+    cr_assert_eq(r1, ENOSPC, "%s", strerror(r1));
+    cr_assert_eq(r2, ENOSPC, "%s", strerror(r2));
+
+    /* a third removed field by field */
+    respawn("gc-full", NULL);
+    int k = 1;
+    for (; k < n / 3; k++)
+        cr_assert_eq(tf_sh(&t, "d=csi-node/p/a%d; truncate -s0 $d/mount_point && "
+                               "test ! -s $d/mount_point && rm -f $d/socket && rmdir $d", k), 0,
+                     "removing a%d of %d on a full store", k, n);
+    respawn("gc-full", NULL);
+    for (; k < n; k++) {
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d", k);
+        cr_assert_eq(rmdir(P(rel)), 0, "rmdir a%d of %d after a restart: %s", k, n,
+                     strerror(errno));
+    }
+    respawn("gc-full", NULL);
+    cr_assert_eq(tf_sh(&t, "test -z \"$(ls csi-node/p)\" && test -z \"$(ls csi-node/q)\""), 0,
+                 "every removal survived the restart");
+    snprintf(cmd, sizeof(cmd), "rm -f '%s/filler' '%s/filler2'", t.state, t.state);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(tf_sh(&t, "mkdir csi-node/p/again && echo /x > csi-node/p/again/mount_point"), 0);
+}
