@@ -5,7 +5,7 @@
  * at a random moment, stop the plugin (so nothing changes `ready` after
  * the restart), restart csifs on the stale mount, which must serve within
  * 5 s (else the round failed: a wedge), and check the tree in a child with a
- * deadline. The harness never makes a FUSE syscall itself (tests/lib/mntwatch.h)
+ * deadline, then that events' seq went on past the killed csifs's. The harness never makes a FUSE syscall itself (tests/lib/mntwatch.h)
  * and cleans up only its own processes and its own mount. Last line:
  * "crash rounds: N passed, M failed"; exit 0 only when M is 0.
  * CRASH_TAMPER=1 makes one unlogged change before each check: every round
@@ -32,27 +32,17 @@
 struct round {
     char *dir, *mnt, *state, *sock;
     struct cr_env env;
-    pid_t old, csifs, writer[CR_MAX_WRITERS];
+    pid_t old, csifs, events, writer[CR_MAX_WRITERS];
     int conn;                   /* the killed csifs's connection */
+    bool wedged;                /* not reaped 1 s after the kill */
     struct tp_proc plugin;
 };
 
 static pid_t spawn_csifs(struct round *r, const char *tag)
 {
-    char opts[1200], bin[512], logp[1200];
-    snprintf(opts, sizeof(opts), "state=%s", r->state);
-    snprintf(bin, sizeof(bin), "%s/csifs", tu_build_dir());
+    char logp[1200];
     snprintf(logp, sizeof(logp), "%s/csifs-%s.log", r->dir, tag);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0)
-            _exit(126);
-        execl(bin, "csifs", "-f", "-o", opts, r->mnt, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    return mw_spawn_csifs(r->mnt, r->state, logp);
 }
 
 /* Wait until mnt is a fuse mount answering statfs (the stale mount of the
@@ -97,6 +87,66 @@ static int tamper(void *arg)
 static int check(void *arg)
 {
     return cr_check(arg);
+}
+
+/* The largest seq of the events lines in path (0 if none). */
+static unsigned long long max_seq(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    char line[4096];
+    unsigned long long s, max = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "%llu ", &s) == 1 && s > max)
+            max = s;
+    if (f)
+        fclose(f);
+    return max;
+}
+
+/* `cat events` of the first csifs into <dir>/events.log until it dies. */
+static int follow_events(void *arg)
+{
+    struct round *r = arg;
+    char src[1200], dst[1200], buf[65536];
+    snprintf(src, sizeof(src), "%s/events", r->mnt);
+    snprintf(dst, sizeof(dst), "%s/events.log", r->dir);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (in < 0 || out < 0)
+        return 1;
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            return 1;
+    return 0;
+}
+
+/* DESIGN 4: seq never goes back across restarts. One mutation on the
+ * restarted csifs: its event's seq must exceed every seq seen before. */
+static int seq_check(void *arg)
+{
+    struct round *r = arg;
+    char p[1200], log[1200], line[4096];
+    snprintf(log, sizeof(log), "%s/events.log", r->dir);
+    unsigned long long before = max_seq(log), s;
+    snprintf(p, sizeof(p), "%s/csi-node/seq-check", r->mnt);
+    if (mkdir(p, 0755) != 0)
+        return 1;
+    snprintf(p, sizeof(p), "%s/events", r->mnt);
+    FILE *f = fopen(p, "re");
+    int fd = f ? fileno(f) : -1;
+    if (fd < 0 || fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
+        return 1;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, " registered csi-node/seq-check") && sscanf(line, "%llu ", &s) == 1) {
+            if (s > before)
+                return 0;
+            fprintf(stderr, "    check: seq %llu after a restart, %llu was seen before\n", s,
+                    before);
+            return 1;
+        }
+    fprintf(stderr, "    check: no event for the mkdir after the restart\n");
+    return 1;
 }
 
 static void tail_log(struct round *r, const char *tag)
@@ -144,6 +194,8 @@ static void cleanup(struct round *r, bool *stuck)
     for (int w = 0; w < r->env.writers; w++)
         if (r->writer[w] > 0)
             kill(r->writer[w], SIGKILL);
+    if (r->events > 0)
+        kill(r->events, SIGKILL);
     if (r->old > 0 && mw_wait(r->old, 100) == -ETIMEDOUT) {
         *stuck = true;              /* the killed csifs is still not reaped */
         if (r->conn >= 0)
@@ -160,6 +212,7 @@ static void cleanup(struct round *r, bool *stuck)
     for (int w = 0; w < r->env.writers; w++)
         stop_pid(&r->writer[w], SIGKILL);
     stop_pid(&r->csifs, SIGKILL);
+    stop_pid(&r->events, SIGKILL);
     if (mw_reap_stuck(5000) > 0)
         fprintf(stderr, "    children still stuck after the abort\n");
     tu_rmrf(r->dir);
@@ -188,6 +241,9 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
         return *why = "first csifs did not serve", -1;
     if (mw_child(setup, r, tu_ms(10000)) != 0)
         return *why = "setup mkdir failed", -1;
+    fflush(NULL);
+    if ((r->events = fork()) == 0)
+        _exit(follow_events(r));
     int64_t run_ms = 20000;
     for (int w = 0; w < nw; w++) {
         fflush(NULL);
@@ -211,6 +267,7 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
     tp_stop(&r->plugin);
     if (mw_wait(r->old, 1000) >= 0)
         r->old = 0;
+    r->wedged = r->old != 0;
     r->csifs = spawn_csifs(r, "restart");
     int c = r->csifs < 0 ? -1 : serving(r, r->csifs, SERVE_MS);
     if (c < 0) {
@@ -225,6 +282,10 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
     int rc = mw_child(check, &r->env, tu_ms(30000));
     if (rc != 0)
         return *why = rc == -ETIMEDOUT ? "check timed out" : "restored tree differs", -1;
+    if (mw_wait(r->events, 2000) >= 0)
+        r->events = 0;                  /* it ends with the first csifs */
+    if (mw_child(seq_check, r, tu_ms(10000)) != 0)
+        return *why = "events seq went back across the restart", -1;
     return 0;
 }
 
@@ -233,7 +294,7 @@ int main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 50;
     const char *s = getenv("CRASH_SEED");
     uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
-    int passed = 0, failed = 0, wedged = 0;
+    int passed = 0, failed = 0, wedged = 0, recovered = 0;
     signal(SIGPIPE, SIG_IGN);
     printf("crash-test: %d rounds, CRASH_SEED=%llu\n", rounds, (unsigned long long)seed);
     for (int i = 0; i < rounds; i++) {
@@ -255,11 +316,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "round %d: FAILED: the killed csifs was never reaped\n", i + 1);
         }
         wedged += stuck;
+        recovered += r.wedged && rc == 0;
         rc == 0 ? passed++ : failed++;
         printf("round %d/%d: %d writers, %s, %lld ms\n", i + 1, rounds, nw, rc ? "FAILED" : "ok",
                (long long)(tu_now_ms() - t0));
         fflush(stdout);
     }
+    if (recovered)
+        printf("rounds whose killed csifs was wedged at the restart and the restart recovered: %d\n",
+               recovered);
     if (wedged)
         printf("rounds that left the killed csifs unreapable until its connection was aborted: %d\n",
                wedged);

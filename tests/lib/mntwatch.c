@@ -120,6 +120,26 @@ int mw_reap_stuck(int64_t ms)
     return left;
 }
 
+pid_t mw_spawn_csifs(const char *mnt, const char *state, const char *logpath)
+{
+    char opts[4200], bin[512];
+    snprintf(opts, sizeof(opts), "state=%s", state);
+    snprintf(bin, sizeof(bin), "%s/csifs", tu_build_dir());
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0)
+            _exit(126);
+        execl(bin, "csifs", "-f", "-o", opts, mnt, (char *)NULL);
+        _exit(127);
+    }
+    tu_note_pid(pid);
+    return pid;
+}
+
 int mw_probe_fuse(void *mnt)
 {
     struct statfs sfs;

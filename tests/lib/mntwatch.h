@@ -27,6 +27,9 @@ int mw_child(int (*fn)(void *arg), void *arg, int64_t ms);
 int mw_reap_stuck(int64_t ms);
 /* waitpid(pid) for up to ms: the wait status, or -ETIMEDOUT. */
 int mw_wait(pid_t pid, int64_t ms);
+/* fork + exec <build>/csifs -f -o state=<state> <mnt>, stdout and stderr
+ * to logpath; the child's pid or -errno. */
+pid_t mw_spawn_csifs(const char *mnt, const char *state, const char *logpath);
 /* 0 when a statfs of mnt answers as FUSE (run in a mw_child). */
 int mw_probe_fuse(void *mnt);
 

@@ -99,24 +99,6 @@ static int remove_all(void *mnt)
     return 0;
 }
 
-static pid_t spawn_csifs(const char *dir, const char *mnt, const char *state)
-{
-    char opts[700], bin[512], logp[600];
-    snprintf(opts, sizeof(opts), "state=%s", state);
-    snprintf(bin, sizeof(bin), "%s/csifs", tu_build_dir());
-    snprintf(logp, sizeof(logp), "%s/csifs.log", dir);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0)
-            _exit(126);
-        execl(bin, "csifs", "-f", "-o", opts, mnt, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 static bool sanitizer_report(const char *dir)
 {
     char cmd[700];
@@ -155,7 +137,9 @@ int main(int argc, char **argv)
         FAIL("the test plugin did not start");
         goto out;
     }
-    csifs = spawn_csifs(dir, mnt, state);
+    char logp[600];
+    snprintf(logp, sizeof(logp), "%s/csifs.log", dir);
+    csifs = mw_spawn_csifs(mnt, state, logp);
     for (int64_t end = tu_now_ms() + tu_ms(10000); conn < 0 && tu_now_ms() < end; tu_sleep_ms(20))
         if ((conn = mw_conn(mnt)) >= 0 && mw_child(make_types, mnt, tu_ms(5000)) != 0)
             conn = -1;
