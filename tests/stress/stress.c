@@ -80,6 +80,34 @@ static int make_types(void *mnt)
     return stat(p, &st) == 0 ? 0 : 1;
 }
 
+/* Idle means with gRPC started (its threads and fds come with the first
+ * channel): one instance probed healthy on a live socket, then removed. */
+static int warm_up(void *arg)
+{
+    const struct st_env *e = arg;
+    char p[600], l[700], r[8] = "";
+    snprintf(p, sizeof(p), "%s/csi-node/warm-up", e->mnt);
+    if (mkdir(p, 0755) != 0)
+        return 1;
+    snprintf(p, sizeof(p), "%s/csi-node/warm-up/a", e->mnt);
+    snprintf(l, sizeof(l), "%s/socket", p);
+    if (mkdir(p, 0755) != 0 || symlink(e->socks[0], l) != 0)
+        return 1;
+    snprintf(l, sizeof(l), "%s/ready", p);
+    for (int64_t end = tu_now_ms() + tu_ms(10000); strcmp(r, "1\n") && tu_now_ms() < end;) {
+        tu_sleep_ms(50);
+        int fd = open(l, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, r, sizeof(r) - 1);
+        r[n > 0 ? n : 0] = '\0';
+        if (fd >= 0)
+            close(fd);
+    }
+    if (strcmp(r, "1\n") || rmdir(p) != 0)
+        return 1;
+    snprintf(p, sizeof(p), "%s/csi-node/warm-up", e->mnt);
+    return rmdir(p) != 0;
+}
+
 /* Remove every instance and plugin the workers left. */
 static int remove_all(void *mnt)
 {
@@ -147,7 +175,11 @@ int main(int argc, char **argv)
         FAIL("csifs did not serve %s", mnt);
         goto out;
     }
-    tu_sleep_ms(500);
+    if (mw_child(warm_up, &env, tu_ms(20000)) != 0) {
+        FAIL("warm-up: an instance on a live socket did not become ready");
+        goto out;
+    }
+    tu_sleep_ms(tu_ms(1000));
     fd_counts(csifs, &idle_fds, &idle_conns);
     printf("stress: %d s, 8 workers + events reader; csifs pid %d idle: %d fds, %d connections\n",
            secs, (int)csifs, idle_fds, idle_conns);

@@ -113,11 +113,15 @@ static ino_t ino_of(const char *p)
     return lstat(p, &st) == 0 ? st.st_ino : 0;
 }
 
-/* `current` names a ready instance or is absent: a registration (same
- * inode) that is current before and after reading its ready must read 1. */
+/* `current` names a ready instance or is absent. The name it gives is
+ * stat'ed, current read again, then ready, then the name stat'ed again:
+ * with the same inode both times (one registration all along: inodes come
+ * from sequence numbers, never reused) and current naming it in between,
+ * ready must read 1 (it is set before current can move there and never
+ * cleared). */
 static int check_current(struct ctx *c)
 {
-    char link[300], a[128], b[128], p[600], r[8] = "";
+    char link[300], a[128], b[128], p[600], rp[700], r[8] = "";
     snprintf(link, sizeof(link), "%s/current", c->plugin);
     ssize_t n = readlink(link, a, sizeof(a) - 1);
     if (n < 0)
@@ -125,19 +129,22 @@ static int check_current(struct ctx *c)
     a[n] = '\0';
     snprintf(p, sizeof(p), "%s/%s", c->plugin, a);
     ino_t i1 = ino_of(p);
-    char rp[700];
+    n = readlink(link, b, sizeof(b) - 1);
+    b[n > 0 ? n : 0] = '\0';
     snprintf(rp, sizeof(rp), "%s/ready", p);
-    int fd = open(rp, O_RDONLY | O_CLOEXEC);
+    int fd = open(rp, O_RDONLY | O_CLOEXEC), e = 0;
+    ssize_t k = -1;
     if (fd >= 0) {
-        ssize_t k = read(fd, r, sizeof(r) - 1);
+        k = read(fd, r, sizeof(r) - 1);
+        e = errno;
         r[k > 0 ? k : 0] = '\0';
         close(fd);
     }
     ino_t i2 = ino_of(p);
-    n = readlink(link, b, sizeof(b) - 1);
-    b[n > 0 ? n : 0] = '\0';
     if (fd >= 0 && n > 0 && !strcmp(a, b) && i1 && i1 == i2 && strcmp(r, "1\n"))
-        st_violation(c->e, c->id, "%s -> %s, whose ready reads '%s'", link, a, r);
+        st_violation(c->e, c->id, "%s -> %s (inode %llu), whose ready reads '%.1s' (read %zd%s%s)",
+                     link, a, (unsigned long long)i1, r, k, k < 0 ? ": " : "",
+                     k < 0 ? strerror(e) : "");
     return 0;
 }
 
