@@ -83,7 +83,7 @@ PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
 BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench)
 # What `make test` needs beyond PROGS.
-TEST_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
@@ -95,7 +95,7 @@ VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events stor
 all: $(PROGS)
 
 # Every binary the tests run: the programs, the Criterion binaries, the tools.
-tests: $(PROGS) $(TEST_BINS)
+tests: $(PROGS) $(CHECK_BINS)
 
 deps:
 	@sh scripts/deps.sh
@@ -145,9 +145,11 @@ stress: deps
 
 # The unit's ExecStart names the installed csifs: scripts/csifs.service says
 # /usr/local/bin, rewritten to $(BINDIR) here.
-install: $(BUILD)/csifs
+# The installed csifs is built apart, without the test-only options.
+install:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/release TEST_OPTS=0 $(BUILD)/release/csifs
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN8DIR) $(DESTDIR)$(UNITDIR)
-	install -m 0755 $(BUILD)/csifs $(DESTDIR)$(BINDIR)/csifs
+	install -m 0755 $(BUILD)/release/csifs $(DESTDIR)$(BINDIR)/csifs
 	install -m 0755 scripts/csi-plugin-hook $(DESTDIR)$(BINDIR)/csi-plugin-hook
 	install -m 0644 $(MANS) $(DESTDIR)$(MAN8DIR)/
 	sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' scripts/csifs.service \

@@ -41,7 +41,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static int check_target(const char *target)
 {
-    if (target[0] != '/')
+    if (target[0] != '/' || reg_value_check(target, strlen(target)) < 0)
         return -EINVAL;
     if (strlen(target) > REG_SOCKET_MAX)
         return -ENAMETOOLONG;

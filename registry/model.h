@@ -84,6 +84,9 @@ struct reg {
     struct mut *qhead, **qtail;  /* validated, waiting for a leader */
     struct mut *inflight;        /* the batch a leader is committing */
     bool leading;
+    size_t qlen, last_batch;     /* queued now; the size of the last batch */
+    size_t gather;               /* a leader waits for this many queued */
+    pthread_cond_t gather_cv;    /* CLOCK_MONOTONIC */
     size_t pend_links;           /* queued objects to link: index room kept */
     uint64_t room, pend_bytes;   /* store room for additions, and queued use */
     bool room_known;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #define EV_BLOCK 65536          /* event seqs reserved per meta extension */
+#define GATHER_US 200           /* a leader waits this long for its batch to fill */
 
 #ifdef CSIFS_TEST_OPTS
 int reg_test_commit_delay_ms;
@@ -187,17 +188,42 @@ static void finish(struct mut *list, struct mut *self, int rc)
     }
 }
 
+/* Writers answered together come back together: after a batch of n, the
+ * next leader waits up to GATHER_US for n queued mutations (released
+ * wlock) rather than committing the first one alone. A lone writer never
+ * waits. */
+static void gather(struct reg *reg)
+{
+    size_t want = reg->last_batch;
+    if (want < 2 || reg->qlen >= want)
+        return;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_nsec += GATHER_US * 1000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    reg->gather = want;
+    while (reg->qlen < want &&
+           pthread_cond_timedwait(&reg->gather_cv, &reg->wlock, &dl) == 0)
+        ;
+    reg->gather = 0;
+}
+
 /* Commit and apply every queued mutation: wlock held on entry and return. */
 static void lead(struct reg *reg, struct mut *self)
 {
+    reg->leading = true;
+    gather(reg);
     struct mut *batch = reg->qhead;
     reg->qhead = NULL;
     reg->qtail = &reg->qhead;
     reg->inflight = batch;
     reg->leading = true;
-    size_t nb = 0;
-    for (struct mut *m = batch; m; m = m->next)
-        nb++;
+    size_t nb = reg->qlen;
+    reg->qlen = 0;
+    reg->last_batch = nb;
     const struct reg_backend *be = reg->opts.backend;
     struct store_txn txn = { .meta = { reg->next_seq, reg->ev_reserved } };
     uint64_t ev_need = ev_next_seq(reg->ring) + (nb + 64) * MUT_MAX_CHANGES;
@@ -231,6 +257,7 @@ static void lead(struct reg *reg, struct mut *self)
         behind = reg->qhead;
         reg->qhead = NULL;
         reg->qtail = &reg->qhead;
+        reg->qlen = 0;
     }
     for (struct mut *m = batch; m; m = m->next)
         settle(reg, m, rc == 0);
@@ -282,6 +309,8 @@ int mut_submit(struct reg *reg, struct mut *m)
     pthread_cond_init(&m->cv, NULL);
     *reg->qtail = m;
     reg->qtail = &m->next;
+    if (++reg->qlen == reg->gather)
+        pthread_cond_signal(&reg->gather_cv);
     while (!m->done && (reg->leading || reg->qhead != m))
         pthread_cond_wait(&m->cv, &reg->wlock);
     if (!m->done)
@@ -333,11 +362,11 @@ void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
     c->kind = ck;
     c->type = o->type;
     c->plugin = p->seq;
-    c->plugin_name = p->name;
+    strcpy(c->plugin_name, p->name);
     c->attr = attr;
     if (i) {
         c->inst = o->seq;
-        c->alloc_name = o->name;
+        strcpy(c->alloc_name, o->name);
         c->gen = i->gen;
     }
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *const reg_type_names[REG_NTYPES] = { "csi-controller", "csi-node" };
 
@@ -145,6 +146,11 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     reg->qtail = &reg->qhead;
     pthread_mutex_init(&reg->wlock, NULL);
     pthread_rwlock_init(&reg->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&reg->gather_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&reg->ev_mu, NULL);
     pthread_cond_init(&reg->ev_cv, NULL);
     uint64_t ev_first = 1;
@@ -182,6 +188,7 @@ void reg_close(struct reg *reg)
     if (reg->ev_started)
         pthread_join(reg->ev_th, NULL);
     pthread_cond_destroy(&reg->ev_cv);
+    pthread_cond_destroy(&reg->gather_cv);
     pthread_mutex_destroy(&reg->ev_mu);
     free_all(reg);
     ev_ring_free(reg->ring);

@@ -180,7 +180,8 @@ struct reg_change {
     enum reg_change_kind kind;
     enum reg_type type;
     uint64_t plugin, inst;          /* seqs; inst 0 for plugin-level changes */
-    const char *plugin_name, *alloc_name;
+    char plugin_name[REG_NAME_MAX + 1];   /* copies: valid while c is */
+    char alloc_name[REG_NAME_MAX + 1];    /* "" for plugin-level changes */
     enum reg_attr attr;             /* REG_C_ATTR */
     uint64_t gen;                   /* REG_C_SOCKET: the new generation */
 };

@@ -14,6 +14,8 @@ csifs=$build/csifs
 plugin=$build/csi-test-plugin
 hook="sh $(pwd)/scripts/csi-plugin-hook"
 slack=${CSIFS_TEST_SLACK:-1}
+slack=${slack%%.*}                  # whole seconds: 1.5 counts as 1
+case $slack in ''|*[!0-9]*|0) slack=1 ;; esac
 pause=${DEMO_PAUSE:-1}
 
 for b in "$csifs" "$plugin"; do
@@ -22,10 +24,13 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/csifs-demo.XXXXXX")
 mnt=$tmp/mnt
+case $tmp in
+    *[[:space:]\\]*) rmdir "$tmp"; echo "demo: TMPDIR must not hold spaces or backslashes" >&2; exit 1 ;;
+esac
 fs_pid='' p1='' p2=''
 
 # Our mount is still there: field 5 of mountinfo is the mount point
-# (this path has no character that mountinfo escapes).
+# (the path holds no character that mountinfo escapes: checked above).
 mounted() { awk -v m="$mnt" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
 # stop PID: SIGTERM, wait up to 5 s (it is our child), then SIGKILL.
@@ -41,7 +46,7 @@ stop() {
 cleanup() {
     rc=$?
     set +e
-    [ "$rc" -eq 0 ] || { echo "demo: failed; the csifs log:" >&2; cat "$tmp/csifs.log" >&2; }
+    [ "$rc" -eq 0 ] || [ ! -s "$tmp/csifs.log" ] || { echo "demo: failed; the csifs log:" >&2; cat "$tmp/csifs.log" >&2; }
     stop "$p1"
     stop "$p2"
     stop "$fs_pid"
@@ -51,7 +56,7 @@ cleanup() {
     if mounted; then
         echo "demo: $mnt is still mounted; $tmp left in place" >&2
     else
-        rm -rf "$tmp"
+        rm -rf --one-file-system "$tmp"
     fi
     exit "$rc"
 }

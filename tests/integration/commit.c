@@ -99,7 +99,7 @@ Test(commit, failed_commit_fails_its_batch_and_changes_nothing)
     char trigger[4096], extra[4200];
     spawn("gc-fail", "debug_commit_delay_ms=300");
     snprintf(trigger, sizeof(trigger), "%s/fail-next-commit", t.dir);
-    snprintf(extra, sizeof(extra), "debug_commit_delay_ms=300,debug_fail_commit=%s", trigger);
+    snprintf(extra, sizeof(extra), "debug_commit_delay_ms=1000,debug_fail_commit=%s", trigger);
     respawn("gc-fail", extra);
     cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/old csi-node/p2 csi-node/p3/old && "
                            "echo /m > csi-node/p/old/mount_point"), 0);
@@ -209,7 +209,7 @@ Test(commit, full_store_keeps_room_for_removals)
 
     /* restart on the full disk, commits held: an rmdir with additions
      * queued behind it (validated before its pages are freed) */
-    respawn("gc-full", "debug_commit_delay_ms=300");
+    respawn("gc-full", "debug_commit_delay_ms=1000");
     pid_t del = start_op(OP_RMDIR, P("csi-node/p/a0"), NULL, 0);
     pid_t add1 = start_op(OP_MKDIR, P("csi-node/q/new"), NULL, 100);
     pid_t add2 = start_op(OP_MKDIR, P("csi-node/r"), NULL, 100);

@@ -349,3 +349,37 @@ Test(tree, ls_lR_large)
     cr_assert_eq(tf_sh(&t, "ls -lR csi-node | awk '/ ready$/ && $5 != 2 {bad=1} END {exit bad}'"), 0);
     cr_assert_eq(tf_sh(&t, "test \"$(cat csi-node/p099/a9/health)\" = unknown"), 0);
 }
+
+/* DESIGN 5: a control character in a socket target or a writable attribute
+ * value, or a relative path in mount_point / container_mount_point, is
+ * EINVAL and changes nothing (tree, values, events). */
+Test(tree, control_characters_and_relative_paths_refused)
+{
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a && ln -s /run/a.sock csi-node/p/a/socket && "
+                           "echo /m > csi-node/p/a/mount_point"), 0);
+    static char before[1 << 16], now[1 << 16];
+    snapshot(before, sizeof(before));
+    static const char *const targets[] = { "/a\nb", "/a\x01", "/a\x1f", "/a\x7f", "/\x1b[31m" };
+    size_t nt = sizeof(targets) / sizeof(targets[0]);
+    for (size_t k = 0; k < nt; k++)    /* ln -sfn's pending link */
+        ROW("pending link target", symlink(targets[k], P("csi-node/p/a/CuXXXXXX")), EINVAL);
+    cr_assert_eq(unlink(P("csi-node/p/a/socket")), 0);
+    snapshot(before, sizeof(before));
+    for (size_t k = 0; k < nt; k++)
+        ROW("socket target", symlink(targets[k], P("csi-node/p/a/socket")), EINVAL);
+    cr_assert_eq(symlink("/run/a.sock", P("csi-node/p/a/socket")), 0);
+    snapshot(before, sizeof(before));
+    static const char *const values[] = { "/a\x01", "/a\rb", "/a\x7f", "rel/dir", "m", "./x" };
+    static const char *const attrs[] = { "csi-node/p/a/mount_point",
+                                         "csi-node/p/a/container_mount_point" };
+    for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++)
+        for (int a = 0; a < 2; a++)
+            ROW("attribute value",
+                (errno = -write_at(P(attrs[a]), values[k], strlen(values[k]), 0, 0)) ? -1 : 0,
+                EINVAL);
+    /* a tab is no control character here, and an absolute path is fine */
+    cr_assert_eq(write_at(P(attrs[1]), "/a\tb\n", 5, 0, 0), 0);
+    cr_assert_str_eq(tf_cat(&t, "csi-node/p/a/container_mount_point"), "/a\tb");
+    cr_assert_str_eq(tf_cat(&t, "csi-node/p/a/mount_point"), "/m");
+    cr_assert_str_eq(tf_readlink(&t, "csi-node/p/a/socket"), "/run/a.sock");
+}

@@ -2,199 +2,17 @@
  * process and real csi-test-plugin processes: prestart, wait, wait-plugin,
  * poststop, rolling updates, monolith rollback, mount propagation, and the
  * script's static checks. Run from the top of the tree (like every test). */
-#include <criterion/criterion.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "csi/client.h"
-#include "tests/lib/fsrun.h"
-#include "tests/lib/plugin_proc.h"
-#include "tests/lib/testutil.h"
-
-#define HOOK "scripts/csi-plugin-hook"
-#define FS_OPTS "heartbeat=1s,health_timeout=5s"
-
-static struct tf t;
-static char *work;           /* temp dir: hook outputs, CSIFS_SOCKET_ROOT, mounts */
-static char sockroot[512];
-
-/* A run of the hook: its stdout and stderr once reaped. */
-struct hk {
-    pid_t pid;
-    int status;
-    char outp[600], errp[600];
-    char out[8192], err[8192];
-};
-
-#define MAX_BG 8
-static pid_t running[MAX_BG];        /* hooks spawned, not reaped: teardown ends them */
-
-static void setup(void)
-{
-    work = tu_tmpdir("hook");
-    cr_assert(work);
-    snprintf(sockroot, sizeof(sockroot), "%s/sockets", work);
-    setenv("CSIFS_SOCKET_ROOT", sockroot, 1);
-    setenv("CSIFS_MOUNT", "/nonexistent-csifs-mount", 1);
-}
-
-/* waitpid(pid) within tu_ms(ms): its exit status (128 + signal), or -1. */
-static int reap_pid(pid_t pid, int64_t ms)
-{
-    int64_t end = tu_now_ms() + tu_ms(ms);
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (tu_now_ms() > end)
-            return -1;
-        tu_sleep_ms(5);
-    }
-    for (int i = 0; i < MAX_BG; i++)
-        if (running[i] == pid)
-            running[i] = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static bool reaped(struct hk *h, int64_t ms)
-{
-    int st = reap_pid(h->pid, ms);
-    if (st < 0)
-        return false;
-    h->status = st;
-    h->pid = 0;
-    return true;
-}
+#include "tests/integration/hook_fixture.h"
 
 static void stop_watcher(void);
 
 static void teardown(void)
 {
     stop_watcher();
-    /* SIGTERM lets the hook stop its events reader (its EXIT trap). */
-    for (int i = 0; i < MAX_BG; i++) {
-        pid_t pid = running[i];
-        if (pid > 0) {
-            kill(pid, SIGTERM);
-            if (reap_pid(pid, 5000) < 0) {
-                kill(pid, SIGKILL);
-                reap_pid(pid, 5000);
-            }
-        }
-    }
-    tp_kill_all();
-    tf_stop(&t);
-    tu_rmrf(work);
-    free(work);
-    work = NULL;
+    hook_teardown();
 }
 
-TestSuite(hook, .init = setup, .fini = teardown, .timeout = 180);
-
-static void start_fs(const char *tag, const char *opts)
-{
-    struct tf_opts o = { .tag = tag, .extra_opts = opts };
-    cr_assert_eq(tf_spawn(&t, &o), 0, "csifs did not start");
-    setenv("CSIFS_MOUNT", t.mnt, 1);
-}
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
-/* Start `sh HOOK <args>` (args: shell words) in the background. */
-static void hook_spawnv(struct hk *h, const char *fmt, va_list ap)
-{
-    static int n;
-    char args[4096], cmd[8192];
-    vsnprintf(args, sizeof(args), fmt, ap);
-    memset(h, 0, sizeof(*h));
-    snprintf(h->outp, sizeof(h->outp), "%s/hook-%d.out", work, n);
-    snprintf(h->errp, sizeof(h->errp), "%s/hook-%d.err", work, n++);
-    snprintf(cmd, sizeof(cmd), "exec sh %s %s >'%s' 2>'%s'", HOOK, args, h->outp, h->errp);
-    h->pid = fork();
-    cr_assert_geq(h->pid, 0);
-    if (h->pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < MAX_BG; i++)
-        if (!running[i]) {
-            running[i] = h->pid;
-            return;
-        }
-    cr_assert_fail("more than %d hooks running", MAX_BG);
-}
-
-static void __attribute__((format(printf, 2, 3))) hook_spawn(struct hk *h, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    hook_spawnv(h, fmt, ap);
-    va_end(ap);
-}
-
-/* Reap a spawned hook within tu_ms(ms): its exit status; out and err filled. */
-static int hook_reap(struct hk *h, int64_t ms)
-{
-    cr_assert(reaped(h, ms), "the hook did not exit within %lld ms", (long long)tu_ms(ms));
-    slurp(h->outp, h->out, sizeof(h->out));
-    slurp(h->errp, h->err, sizeof(h->err));
-    return h->status;
-}
-
-/* Run the hook to completion (liveness bound 60 s): its exit status. */
-static int __attribute__((format(printf, 2, 3))) hook(struct hk *h, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    hook_spawnv(h, fmt, ap);
-    va_end(ap);
-    return hook_reap(h, 60000);
-}
-
-static bool exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
-/* The socket path of "CSI_ENDPOINT=unix://<path>\n" in out. */
-static const char *endpoint_path(const char *out)
-{
-    static char path[512];
-    const char *pre = "CSI_ENDPOINT=unix://";
-    cr_assert(strncmp(out, pre, strlen(pre)) == 0, "prestart printed: %s", out);
-    snprintf(path, sizeof(path), "%s", out + strlen(pre));
-    path[strcspn(path, "\n")] = '\0';
-    return path;
-}
-
-static void assert_registration(const char *rel, const char *sock, const char *health)
-{
-    char r[512];
-    snprintf(r, sizeof(r), "%s/socket", rel);
-    cr_assert_str_eq(tf_readlink(&t, r), sock, "%s", r);
-    snprintf(r, sizeof(r), "%s/health", rel);
-    cr_assert_str_eq(tf_cat(&t, r), health, "%s", r);
-}
+TestSuite(hook, .init = hook_setup, .fini = teardown, .timeout = 180);
 
 /* Test 1 for one type: prestart, plugin, wait, poststop twice. */
 static void lifecycle(const char *type, const char *const *rels, const char *const *plugin_dirs)
@@ -592,18 +410,13 @@ Test(hook, static_checks_accept_the_script)
     cr_assert_eq(system("shellcheck -s sh " HOOK), 0, "shellcheck -s sh");
     struct hk h;
     cr_assert_eq(hook(&h, "--help"), 0);
-    const char *subs[] = { "prestart", "mount --propagation", "wait ", "wait-plugin", "poststop" };
+    const char *subs[] = { "prestart", "mount --propagation", "wait ", "wait-plugin", "poststop",
+                           "run INSTANCE", "unmount DST", "--env-file", "--unmount DST",
+                           "CSI_PLUGIN_TYPE", "NOMAD_ALLOC_ID" };
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
         cr_assert(strstr(h.out, subs[i]), "--help lacks %s", subs[i]);
 }
 
-static void assert_fails(int code, const char *needle, const char *args)
-{
-    struct hk h;
-    int rc = hook(&h, "%s", args);
-    cr_assert_eq(rc, code, "%s: exit %d: %s", args, rc, h.err);
-    cr_assert(strstr(h.err, needle), "%s: %s", args, h.err);
-}
 
 Test(hook, refusals_say_why)
 {
@@ -629,15 +442,14 @@ Test(hook, refusals_say_why)
     assert_fails(2, "needs SRC and DST", "mount --propagation private /tmp");
     assert_fails(2, "--propagation must be", "mount --propagation shared /tmp /mnt");
     cr_assert(!exists(tf_path(&t, "csi-node/p")), "a refused call registered something");
-    /* refused by csifs (a socket path too long to dial): the errno text, and
-     * everything prestart made is undone */
+    /* a socket path too long to dial: refused before anything is made */
     char longdir[600];
     snprintf(longdir, sizeof(longdir), "%s/%0100d", work, 0);
     char args[1024];
     snprintf(args, sizeof(args), "prestart --type node --plugin p --alloc a --socket-dir %s",
              longdir);
-    assert_fails(1, "File name too long", args);
-    cr_assert(!exists(tf_path(&t, "csi-node/p/a")));
+    assert_fails(2, "a unix socket path may be at most 107 bytes", args);
+    cr_assert(!exists(tf_path(&t, "csi-node/p")));
     cr_assert(!exists(longdir));
     assert_fails(1, "wait: csi-node/p/a is not registered: No such file or directory",
                  "wait --type node --plugin p --alloc a --timeout 1s");

@@ -33,7 +33,8 @@ static void teardown(void)
     work = NULL;
 }
 
-TestSuite(install, .init = setup, .fini = teardown, .timeout = 240);
+/* Generous: the first `make install` builds the release csifs. */
+TestSuite(install, .init = setup, .fini = teardown, .timeout = 900);
 
 /* Run `sh -c CMD` with stderr joined to stdout into out[]; its exit status,
  * or 128 + signal. */
@@ -56,6 +57,45 @@ static int __attribute__((format(printf, 1, 2))) run(const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* A process whose command line names DIR (the demo's csifs and plugins do). */
+static bool process_naming(const char *dir)
+{
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    bool found = false;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[300], cmd[8192];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(cmd, 1, sizeof(cmd) - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; i++)
+            cmd[i] = cmd[i] ? cmd[i] : ' ';
+        cmd[n] = '\0';
+        if (strstr(cmd, dir))
+            found = true;
+    }
+    closedir(d);
+    return found;
+}
+
+static bool mounted_under(const char *dir)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    cr_assert(f);
+    char line[4096];
+    bool found = false;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, dir))
+            found = true;
+    fclose(f);
+    return found;
+}
+
 static const char *const installed[] = {
     "usr/bin/csifs",
     "usr/bin/csi-plugin-hook",
@@ -74,9 +114,8 @@ static void list_files(const char *dir)
 
 static void make_install(const char *dest, const char *target)
 {
-    const char *b = tu_build_dir();
-    int rc = run("timeout 120 make -s --no-print-directory -o '%s/csifs' BUILD='%s' "
-                 "DESTDIR='%s' PREFIX=/usr %s", b, b, dest, target);
+    int rc = run("timeout 800 make -s --no-print-directory BUILD='%s' DESTDIR='%s' PREFIX=/usr %s",
+                 tu_build_dir(), dest, target);
     cr_assert_eq(rc, 0, "make %s: exit %d: %s", target, rc, out);
 }
 
@@ -108,6 +147,13 @@ Test(install, installs_exactly_the_listed_files_and_uninstall_removes_them)
     cr_assert(!strncmp(out, "csifs ", 6) && strchr(out, '.'), "csifs --version said: %s", out);
     cr_assert_eq(run("'%s/usr/bin/csi-plugin-hook' --help", dest), 0, "hook --help: %s", out);
     cr_assert(strstr(out, "prestart"), "%s", out);
+    /* ... and has no test-only option: refused, nothing mounted (a csifs
+     * that mounted after all is stopped by timeout's SIGTERM). */
+    int rc = run("timeout 10 '%s/usr/bin/csifs' -f -o 'debug_commit_delay_ms=1,state=%s/st' '%s/mnt'",
+                 dest, work, work);
+    cr_assert(rc != 0 && strstr(out, "debug_commit_delay_ms"),
+              "installed csifs took a test-only option: exit %d: %s", rc, out);
+    cr_assert(!mounted_under(work), "installed csifs mounted with a test-only option");
 
     /* The unit names the installed path, as PREFIX says. */
     cr_assert_eq(run("grep '^ExecStart=' '%s/usr/lib/systemd/system/csifs.service'", dest), 0);
@@ -116,6 +162,21 @@ Test(install, installs_exactly_the_listed_files_and_uninstall_removes_them)
     make_install(dest, "uninstall");
     list_files(dest);
     cr_assert_str_eq(out, "", "left behind after uninstall:\n%s", out);
+}
+
+/* `make` builds the programs only; the Criterion binaries are `make test`'s.
+ * A dry run into an empty BUILD lists every link it would do (without
+ * pkg-config, which a dry run would call for every command). */
+#define DRY "PKG_CFLAGS= PKG_LIBS= CRIT_LIBS= "
+Test(install, make_builds_only_csifs_and_the_test_plugin)
+{
+    cr_assert_eq(run("make -n -B --no-print-directory " DRY "BUILD='%s/b' | "
+                     "sed -n 's|.*LD  *%s/b/\\([^\"]*\\).*|\\1|p' | LC_ALL=C sort", work, work), 0,
+                 "%s", out);
+    cr_assert_str_eq(out, "csi-test-plugin\ncsifs\n", "make would link:\n%s", out);
+    cr_assert_eq(run("make -n -B --no-print-directory " DRY "BUILD='%s/b' tests | grep -c 'LD .*/tests/'",
+                     work), 0, "%s", out);
+    cr_assert_gt(atoi(out), 5, "make tests links only %s test binaries", out);
 }
 
 /* systemd-analyze verify checks the unit's syntax, that ExecStart's binary
@@ -184,45 +245,6 @@ Test(install, man_pages_lint_clean_and_render)
     for (size_t i = 0; i < sizeof(hook_rows) / sizeof(hook_rows[0]); i++)
         cr_assert(strstr(out, hook_rows[i]), "csi-plugin-hook(8) does not mention '%s'",
                   hook_rows[i]);
-}
-
-/* A process whose command line names DIR (the demo's csifs and plugins do). */
-static bool process_naming(const char *dir)
-{
-    DIR *d = opendir("/proc");
-    cr_assert(d);
-    bool found = false;
-    for (struct dirent *e; (e = readdir(d));) {
-        char path[300], cmd[8192];
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(cmd, 1, sizeof(cmd) - 1, f);
-        fclose(f);
-        for (size_t i = 0; i < n; i++)
-            cmd[i] = cmd[i] ? cmd[i] : ' ';
-        cmd[n] = '\0';
-        if (strstr(cmd, dir))
-            found = true;
-    }
-    closedir(d);
-    return found;
-}
-
-static bool mounted_under(const char *dir)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "r");
-    cr_assert(f);
-    char line[4096];
-    bool found = false;
-    while (fgets(line, sizeof(line), f))
-        if (strstr(line, dir))
-            found = true;
-    fclose(f);
-    return found;
 }
 
 Test(install, make_demo_exits_0_showing_healthy_current_and_the_events)

@@ -399,3 +399,44 @@ Test(registry, bad_names)
     cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", n63), 0);
     cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", "a-b_c.9"), 0);
 }
+
+/* DESIGN 3: history records each probe's own outcome and reason, not the
+ * instance's summary (after health_timeout, or for a failed fingerprint). */
+Test(registry, history_names_each_probe_own_cause)
+{
+    uint64_t i = add(REG_NODE, "p", "a");
+    cr_assert_eq(reg_socket_set(reg, i, "/run/a.sock"), 0);
+    tu_sleep_ms(250);                /* past health_timeout (200 ms) */
+    cr_assert_eq(probe(i, REG_PROBE_ERROR, "Probe timed out after 1s", false), 0);
+    cr_assert_eq(probe(i, REG_PROBE_ERROR, "protocol: not HTTP/2", false), 0);
+    cr_assert_eq(probe(i, REG_PROBE_NOT_READY, NULL, false), 0);
+    struct reg_fingerprint bad = fp_node;
+    bad.nodeid = "";
+    struct reg_node n;
+    cr_assert_eq(reg_get(reg, i, &n), 0);
+    struct reg_probe pb = { .gen = n.gen, .outcome = REG_PROBE_OK, .fp = &bad };
+    cr_assert_eq(reg_probe_result(reg, i, &pb), 0);
+    cr_assert_str_eq(attr(i, REG_A_REASON), "did not become healthy within 200ms");
+    char *h = attr(i, REG_A_HISTORY);
+    cr_assert(strstr(h, "ms error Probe timed out after 1s\n"), "%s", h);
+    cr_assert(strstr(h, "ms error protocol: not HTTP/2\n"), "%s", h);
+    cr_assert(strstr(h, "ms not_ready not ready\n"), "%s", h);
+    cr_assert(strstr(h, "ms error fingerprint: empty node_id"), "%s", h);
+    cr_assert(!strstr(h, "did not become healthy"), "%s", h);
+    cr_assert(!strstr(h, " ok "), "%s", h);
+}
+
+/* DESIGN 5: control characters and relative paths (registry side). */
+Test(registry, values_with_control_characters_refused)
+{
+    uint64_t i = add(REG_NODE, "p", "a");
+    cr_assert_eq(reg_socket_set(reg, i, "/run/a\x01.sock"), -EINVAL);
+    cr_assert_eq(reg_socket_set(reg, i, "/run/a\x7f"), -EINVAL);
+    cr_assert_eq(reg_socket_set(reg, i, "/run/a\tb"), 0);
+    cr_assert_eq(reg_attr_store(reg, i, REG_A_MOUNT_POINT, "/x\x1b", 3), -EINVAL);
+    cr_assert_eq(reg_attr_store(reg, i, REG_A_CONTAINER_MOUNT_POINT, "rel/dir", 7), -EINVAL);
+    cr_assert_eq(reg_attr_store(reg, i, REG_A_MOUNT_POINT, "x\n", 2), -EINVAL);
+    cr_assert_str_eq(attr(i, REG_A_MOUNT_POINT), "");
+    cr_assert_eq(reg_value_check("/a\tb", 4), 0);
+    cr_assert_eq(reg_value_check("/a\rb", 4), -EINVAL);
+}

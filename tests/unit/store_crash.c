@@ -3,6 +3,8 @@
  * own temp dir. */
 #include "tests/unit/store_fixture.h"
 
+#include <pthread.h>
+
 /* ---- 3. durability under SIGKILL ---- */
 
 #define K_PLUGINS 3
@@ -23,7 +25,13 @@ struct model {
     struct mplug p[K_PLUGINS];       /* plugin k has type k % 2 */
     int np;
     unsigned next_alloc;
+    char tag[4];                     /* plugin names: <tag><k>, "p" when empty */
 };
+
+static const char *tag_of(const struct model *m)
+{
+    return *m->tag ? m->tag : "p";
+}
 enum opk { OP_PLUGIN, OP_REGISTER, OP_SOCKET, OP_READY, OP_ATTR, OP_DEREGISTER };
 struct op {
     enum opk k;
@@ -37,11 +45,11 @@ static void model_apply(struct model *m, const struct op *o)
     struct minst *i = &p->in[o->i];
     switch (o->k) {
     case OP_PLUGIN:
-        snprintf(m->p[m->np++].name, sizeof(p->name), "p%d", o->p);
+        snprintf(m->p[m->np++].name, sizeof(p->name), "%s%d", tag_of(m), o->p);
         break;
     case OP_REGISTER:
         memset(&p->in[p->n], 0, sizeof(*i));
-        snprintf(p->in[p->n++].alloc, sizeof(i->alloc), "%s", o->arg);
+        snprintf(p->in[p->n++].alloc, sizeof(i->alloc), "%.15s", o->arg);
         break;
     case OP_SOCKET:
         snprintf(i->sock, sizeof(i->sock), "%s", o->arg);
@@ -50,7 +58,7 @@ static void model_apply(struct model *m, const struct op *o)
         i->ready = true;
         break;
     case OP_ATTR:
-        snprintf(i->mp, sizeof(i->mp), "%s", o->arg);
+        snprintf(i->mp, sizeof(i->mp), "%.15s", o->arg);
         break;
     case OP_DEREGISTER:
         memmove(i, i + 1, (size_t)(p->n - o->i - 1) * sizeof(*i));
@@ -123,7 +131,7 @@ static int do_op(struct reg *reg, const struct model *m, const struct op *o)
     enum reg_type type = (enum reg_type)(o->p % 2);
     if (o->k == OP_PLUGIN) {
         char name[8];
-        snprintf(name, sizeof(name), "p%d", o->p);
+        snprintf(name, sizeof(name), "%s%d", tag_of(m), o->p);
         return reg_plugin_create(reg, type, name);
     }
     if (o->k == OP_REGISTER)
@@ -242,6 +250,148 @@ Test(store, sigkill_loses_no_acknowledged_change, .timeout = 300)
                 "committed", K_ROUNDS, ks.killed, ks.acked, ks.in_flight_kept);
     cr_assert_gt(ks.acked, K_ROUNDS, "the child got some work done");
     cr_assert_gt(ks.killed, K_ROUNDS / 2, "most rounds end in a SIGKILL");
+}
+
+/* ---- 3b. durability under SIGKILL with 8 concurrent writers ----
+ *
+ * Writer w owns the plugins w<w>p<k> and runs its own op list from its own
+ * model; the writers' commits are shared (group commit). After the kill
+ * each writer's plugins hold its acknowledged ops, plus maybe the one it had
+ * in flight. */
+
+#define G_WRITERS 8
+#define G_ROUNDS 50
+
+struct gwriter {
+    struct su *c;
+    int w, fd;
+    struct model states[K_OPS + 1];
+    struct op ops[K_OPS];
+};
+
+static struct gwriter gw[G_WRITERS];
+
+static void *gwriter_run(void *arg)
+{
+    struct gwriter *g = arg;
+    for (int32_t k = 0; k < K_OPS; k++) {
+        int32_t rec[2] = { g->w, do_op(g->c->reg, &g->states[k], &g->ops[k]) < 0 ? -1 : k };
+        if (write(g->fd, rec, sizeof(rec)) != sizeof(rec) || rec[1] < 0)
+            _exit(1);
+    }
+    return NULL;
+}
+
+static void group_child(int fd)
+{
+    struct su c = { .dir = state };
+    if (su_open(&c) < 0)
+        _exit(1);
+    pthread_t th[G_WRITERS];
+    for (int w = 0; w < G_WRITERS; w++) {
+        gw[w].c = &c;
+        gw[w].fd = fd;
+        if (pthread_create(&th[w], NULL, gwriter_run, &gw[w]) != 0)
+            _exit(1);
+    }
+    for (int w = 0; w < G_WRITERS; w++)
+        pthread_join(th[w], NULL);
+    su_close(&c);
+    _exit(0);
+}
+
+/* The sections of a dump (a header line and its indented lines) whose
+ * plugin name starts with tag. */
+static char *sections_of(const char *dump, const char *tag)
+{
+    char *buf = NULL, pat[16];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f);
+    snprintf(pat, sizeof(pat), "/%s", tag);
+    bool keep = false;
+    for (const char *l = dump; *l;) {
+        size_t n = strcspn(l, "\n");
+        if (*l != ' ')
+            keep = memmem(l, n, pat, strlen(pat)) != NULL;
+        if (keep)
+            fprintf(f, "%.*s\n", (int)n, l);
+        l += n + (l[n] == '\n');
+    }
+    fclose(f);
+    return buf;
+}
+
+Test(store, sigkill_under_8_writers_loses_no_acknowledged_change, .timeout = 600)
+{
+    unsigned r = (unsigned)time(NULL) ^ (unsigned)getpid();
+    cr_log_info("group sigkill seed %u", r);
+    struct model m[G_WRITERS];
+    for (int w = 0; w < G_WRITERS; w++) {
+        m[w] = (struct model){ .np = 0 };
+        memcpy(m[w].tag, (char[]){ 'w', (char)('0' + w), 'p', '\0' }, 4);   /* w0p..w7p */
+    }
+    int acked_total = 0, killed = 0, kept = 0;
+    for (int round = 0; round < G_ROUNDS; round++) {
+        for (int w = 0; w < G_WRITERS; w++) {
+            gw[w].w = w;
+            gw[w].states[0] = m[w];
+            for (int k = 0; k < K_OPS; k++) {
+                gw[w].states[k + 1] = gw[w].states[k];
+                gw[w].ops[k] = model_gen(&gw[w].states[k + 1], &r);
+                model_apply(&gw[w].states[k + 1], &gw[w].ops[k]);
+            }
+        }
+        int fds[2];
+        cr_assert_eq(pipe(fds), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            close(fds[0]);
+            group_child(fds[1]);
+        }
+        close(fds[1]);
+        int acked[G_WRITERS] = { 0 }, kill_after = rand_r(&r) % (G_WRITERS * K_OPS / 2);
+        int32_t rec[2];
+        bool bad = false;
+        for (int n = 0; n < kill_after && read(fds[0], rec, sizeof(rec)) == sizeof(rec); n++)
+            bad |= rec[1] != acked[rec[0]]++;
+        usleep((useconds_t)(rand_r(&r) % 3000));
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        while (read(fds[0], rec, sizeof(rec)) == sizeof(rec))
+            bad |= rec[1] != acked[rec[0]]++;
+        close(fds[0]);
+        cr_assert_not(bad, "round %d: a writer failed an operation", round);
+        killed += WIFSIGNALED(status);
+
+        open_ok();
+        char *dump = su_dump(s.reg, false);
+        for (int w = 0; w < G_WRITERS; w++) {
+            char *got = sections_of(dump, m[w].tag);
+            char *want = model_dump(&gw[w].states[acked[w]]);
+            bool same = !strcmp(got, want);
+            if (!same && acked[w] < K_OPS) {
+                free(want);
+                want = model_dump(&gw[w].states[++acked[w]]);
+                same = !strcmp(got, want);
+                kept += same;
+            }
+            cr_assert(same, "round %d, writer %d, %d acked: store holds\n%s\nexpected\n%s",
+                      round, w, acked[w], got, want);
+            acked_total += acked[w];
+            m[w] = gw[w].states[acked[w]];
+            free(got);
+            free(want);
+        }
+        free(dump);
+        su_close(&s);
+    }
+    cr_log_info("%d rounds, %d killed, %d ops acknowledged, %d in flight found committed",
+                G_ROUNDS, killed, acked_total, kept);
+    cr_assert_gt(killed, G_ROUNDS / 2, "most rounds end in a SIGKILL");
+    cr_assert_gt(acked_total, G_ROUNDS * G_WRITERS, "the writers got work done");
 }
 
 /* ---- 4. event seqs across SIGKILL ---- */
