@@ -10,13 +10,15 @@ build=$1; secs=$2; shift 2
 passed=0; failed=0; bad=""
 for t in "$@"; do
     seeds="tests/fuzz/corpus/$t"; work="$build/corpus/$t"; art="$build/artifacts/$t"
-    rm -rf "$art"; mkdir -p "$work" "$art"
+    tmp="$build/tmp/$t"
+    rm -rf "$art" "$tmp"; mkdir -p "$work" "$art" "$tmp"
     case $t in store_image) maxlen=65536 ;; *) maxlen=8192 ;; esac
     echo "== fuzz $t (${secs}s)"
     log="$build/fuzz-$t.log"
-    "$build/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$maxlen" \
+    TMPDIR="$tmp" "$build/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$maxlen" \
         -artifact_prefix="$art/" -print_final_stats=1 "$work" "$seeds" >"$log" 2>&1
     rc=$?
+    rm -rf "$tmp"
     grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)' "$log" | tr '\n' ' '
     echo
     if [ "$rc" -ne 0 ]; then

@@ -2,7 +2,8 @@
  * of a fresh state dir and store_check (read-only, as csifs runs it before
  * anything maps the file) must refuse it with a message or accept it, and
  * never crash; an accepted image must then open. The dir lives in
- * $TMPDIR (tmpfs /dev/shm when there is one) and is reused. */
+ * $TMPDIR (run.sh gives each target its own and removes it: a crash skips
+ * atexit), else /dev/shm, and is reused. */
 #include "tests/fuzz/fuzz.h"
 #include "registry/store.h"
 
@@ -15,7 +16,9 @@ static char dir[256], file[300], lockfile[300];
 
 static void setup(void)
 {
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     snprintf(dir, sizeof(dir), "%s/csifs-fuzz-store-%d", base, (int)getpid());
     mkdir(dir, 0700);
     snprintf(file, sizeof(file), "%s/data.mdb", dir);
