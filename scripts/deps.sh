@@ -13,7 +13,8 @@ libmount-dev libsystemd-dev
 libcriterion-dev
 valgrind strace util-linux coreutils procps dash shellcheck
 systemd mandoc man-db groff-base
-prometheus"
+prometheus
+clang-14 libfuzzer-14-dev"
 
 missing=""
 for p in $PKGS; do
