@@ -100,6 +100,13 @@ static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
     return n > 0;
 }
 
+/* A parked read or an armed poll waits to be woken: the registry wakes the
+ * events thread only while some reader watches (events.h ev_watch). */
+static void watch(struct fs *fs, int delta)
+{
+    ev_watch(reg_events(fs->reg), delta);
+}
+
 static void on_interrupt(fuse_req_t req, void *data)
 {
     struct fs *fs = fuse_req_userdata(req);
@@ -112,6 +119,7 @@ static void on_interrupt(fuse_req_t req, void *data)
             *pp = w->next;
             fuse_reply_err(w->req, EINTR);
             free(w);
+            watch(fs, -1);
             break;
         }
     }
@@ -135,6 +143,8 @@ void fs_events_read(struct fs *fs, fuse_req_t req, size_t size, struct fuse_file
     if (w)
         fuse_req_interrupt_func(req, on_interrupt, (void *)(uintptr_t)id);
     pthread_mutex_lock(&e->mu);
+    if (w)
+        watch(fs, 1);                /* before the look: see ev_watch */
     if (answer(fs, req, r, size))
         err = 0;
     else if (!w)
@@ -146,6 +156,8 @@ void fs_events_read(struct fs *fs, fuse_req_t req, size_t size, struct fuse_file
         e->waiting = w;
         w = NULL;
     }
+    if (w)
+        watch(fs, -1);               /* answered or failed: not parked */
     pthread_mutex_unlock(&e->mu);
     free(w);
     if (err)
@@ -158,6 +170,8 @@ void fs_events_poll(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi,
     struct fs_events *e = fs->events;
     struct reader *r = (struct reader *)(uintptr_t)fi->fh;
     pthread_mutex_lock(&e->mu);
+    if (ph && !r->ph)
+        watch(fs, 1);                /* before the look: see ev_watch */
     bool ready = ev_ready(reg_events(fs->reg), &r->cur);
     if (ph) {
         if (r->ph)
@@ -181,6 +195,7 @@ void fs_events_release(struct fs *fs, struct fuse_file_info *fi)
             *pp = w->next;
             fuse_reply_err(w->req, EINTR);
             free(w);
+            watch(fs, -1);
         } else {
             pp = &(*pp)->next;
         }
@@ -191,8 +206,10 @@ void fs_events_release(struct fs *fs, struct fuse_file_info *fi)
         e->readers = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    if (r->ph)
+    if (r->ph) {
         fuse_pollhandle_destroy(r->ph);
+        watch(fs, -1);
+    }
     pthread_mutex_unlock(&e->mu);
     free(r);
 }
@@ -208,6 +225,7 @@ void fs_events_wake(struct fs *fs)
         if (answer(fs, w->req, w->r, w->size)) {
             *pp = w->next;
             free(w);
+            watch(fs, -1);
         } else {
             pp = &w->next;
         }
@@ -217,6 +235,7 @@ void fs_events_wake(struct fs *fs)
             fuse_lowlevel_notify_poll(r->ph);
             fuse_pollhandle_destroy(r->ph);
             r->ph = NULL;
+            watch(fs, -1);
         }
     }
     pthread_mutex_unlock(&e->mu);

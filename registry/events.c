@@ -16,6 +16,7 @@ struct ev_ring {
     uint64_t first;      /* seq of the oldest retained line */
     uint64_t next;       /* seq of the next line */
     uint64_t pub;        /* lines below it are published (readable) */
+    long watchers;       /* ev_watch */
     char **line;         /* line[seq % cap] */
     uint16_t *len;
 };
@@ -178,16 +179,25 @@ int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
     return (int64_t)seq;
 }
 
-void ev_publish(struct ev_ring *r, uint64_t from, uint64_t to)
+int ev_publish(struct ev_ring *r, uint64_t from, uint64_t to)
 {
     if (from >= to)
-        return;
+        return 0;
     pthread_mutex_lock(&r->mu);
     while (r->pub < from)
         pthread_cond_wait(&r->cv, &r->mu);
     if (to > r->pub)
         r->pub = to;
+    int w = r->watchers > 0 ? (int)r->watchers : 0;
     pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return w;
+}
+
+void ev_watch(struct ev_ring *r, int delta)
+{
+    pthread_mutex_lock(&r->mu);
+    r->watchers += delta;
     pthread_mutex_unlock(&r->mu);
 }
 

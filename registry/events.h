@@ -41,8 +41,13 @@ int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
 uint64_t ev_next_seq(struct ev_ring *r);
 /* Make the lines with seqs from..to-1 readable, once every line before
  * `from` is: waits for the publisher of earlier lines (call it with no lock
- * held). from == to returns at once. Wakes ev_wait. */
-void ev_publish(struct ev_ring *r, uint64_t from, uint64_t to);
+ * held). from == to returns at once. Wakes ev_wait. Returns the number of
+ * watchers (ev_watch) then: 0 means no reader waits to be woken. */
+int ev_publish(struct ev_ring *r, uint64_t from, uint64_t to);
+/* A reader that will wait to be woken (a parked read, an armed poll) calls
+ * ev_watch(r, +1) BEFORE its last ev_read/ev_ready look, and ev_watch(r, -1)
+ * when it stops waiting; then a publish after that look sees it. */
+void ev_watch(struct ev_ring *r, int delta);
 /* The seq of the first line not yet published. */
 uint64_t ev_published(struct ev_ring *r);
 

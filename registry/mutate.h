@@ -99,8 +99,8 @@ void mut_inst_rec(const struct inst *i, struct store_rec *r);
 /* Publish the events with seqs from..to-1, appended by one apply (under
  * wlock, so ranges come in seq order), once the subscribers for their
  * changes ran: readers see them only then (events.h), in seq order (waits
- * for a concurrent earlier range). Then wakes the events thread. No lock
- * held. from == to (no event): nothing. */
+ * for a concurrent earlier range). Then wakes the events thread if a
+ * reader waits (ev_watch). No lock held. from == to (no event): nothing. */
 void mut_publish(struct reg *reg, uint64_t from, uint64_t to);
 
 /* Health table (health.c): the next state for a probe result. */

@@ -192,8 +192,9 @@ typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
  * result that is not committed may be notified alongside a commit's). */
 int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
 /* At most 4: fn(arg) runs on the registry's events thread, soon after events
- * were appended (several appends may give one call). For waking readers of
- * the events ring without holding up the writers. */
+ * were published while some reader watched the ring (ev_watch; several
+ * publishes may give one call). For waking readers of the events ring
+ * without holding up the writers. */
 int reg_on_events(struct reg *reg, void (*fn)(void *arg), void *arg);
 
 #ifdef CSIFS_TEST_OPTS

@@ -122,6 +122,21 @@ Test(events_publish, lost_counts_published_lines_only)
     ev_ring_free(r);
 }
 
+Test(events_publish, publish_counts_watchers)
+{
+    struct ev_ring *r;
+    cr_assert_eq(ev_ring_new(&r, 8, 1), 0);
+    append(r, 3);
+    cr_assert_eq(ev_publish(r, 1, 2), 0, "no reader waits: nobody to wake");
+    ev_watch(r, 1);
+    ev_watch(r, 1);
+    cr_assert_eq(ev_publish(r, 2, 3), 2);
+    ev_watch(r, -1);
+    ev_watch(r, -1);
+    cr_assert_eq(ev_publish(r, 3, 4), 0);
+    ev_ring_free(r);
+}
+
 /* ---- the registry publishes after its subscribers ---- */
 
 static struct reg *reg;
