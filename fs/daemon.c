@@ -1,100 +1,128 @@
+/* csifs start-up, daemonizing, serving and stop. See daemon.h. */
 #include "csi/prober.h"
 #include "fs/daemon.h"
 #include "fs/fs.h"
+#include "fs/mountpoint.h"
+#include "fs/oplog.h"
+#include "fs/recover.h"
+#include "registry/log.h"
 #include "registry/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
-#include <syslog.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
-#include <fuse_lowlevel.h>
+#include <fuse_log.h>
 
-static bool use_syslog;
+/* ---- libfuse's messages ---- */
 
-void fs_log_to_syslog(void)
+static char fuse_last[512];          /* the last error libfuse logged */
+static bool fuse_quiet;              /* while starting: kept for our message */
+
+static char fuse_line[512];          /* libfuse may log a line in pieces */
+
+static void fuse_log_fn(enum fuse_log_level level, const char *fmt, va_list ap)
 {
-    openlog("csifs", LOG_PID, LOG_DAEMON);
-    use_syslog = true;
+    size_t n = strlen(fuse_line);
+    vsnprintf(fuse_line + n, sizeof(fuse_line) - n, fmt, ap);
+    char *nl = strchr(fuse_line, '\n');
+    if (!nl && strlen(fuse_line) < sizeof(fuse_line) - 1)
+        return;
+    if (nl)
+        *nl = '\0';
+    if (level <= FUSE_LOG_ERR)
+        snprintf(fuse_last, sizeof(fuse_last), "%s", fuse_line);
+    if (!fuse_quiet || level > FUSE_LOG_ERR)
+        reg_log(level <= FUSE_LOG_ERR ? LOG_ERR : (int)level, "%s", fuse_line);
+    fuse_line[0] = '\0';
 }
 
-void fs_log(int prio, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "csifs: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    if (use_syslog) {
-        va_start(ap, fmt);
-        vsyslog(prio, fmt, ap);
-        va_end(ap);
-    }
-}
+/* ---- the word to the waiting parent (without -f) ---- */
 
-/* Is a csifs mounted on path (by /proc/self/mountinfo)? */
-static bool csifs_mounted_on(const char *path)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "r");
-    if (!f)
-        return false;
-    char line[4096], mp[4096], fstype[256];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f)) {
-        const char *sep = strstr(line, " - ");
-        if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 || !sep ||
-            sscanf(sep + 3, "%255s", fstype) != 1)
-            continue;
-        found = !strcmp(mp, path) && !strcmp(fstype, "fuse.csifs");
-    }
-    fclose(f);
-    return found;
-}
+struct run {
+    struct csifs_opts *o;
+    struct fs *fs;
+    int report_fd;                   /* write end of the pipe, or -1 */
+    bool served;                     /* INIT answered (atomic) */
+};
 
-static int mkdir_p(const char *path)
+/* status 0: serving; else msg is the failure. Only once. */
+static void report(struct run *r, int status, const char *msg)
 {
-    char buf[4096];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
-}
-
-int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen)
-{
-    /* statfs always asks the daemon (stat may be answered from the kernel's
-     * cache), so ENOTCONN tells a dead csifs reliably. */
-    struct statfs sfs;
-    if (statfs(mnt, &sfs) < 0 && errno == ENOTCONN) {
-        if (umount2(mnt, MNT_DETACH) < 0) {
-            snprintf(err, errlen, "%s: stale mount, cannot unmount: %s", mnt, strerror(errno));
-            return -errno;
+    if (r->report_fd < 0)
+        return;
+    char buf[1100];
+    int n = snprintf(buf, sizeof(buf), "%c%s", status ? '1' : '0', msg);
+    (void)!write(r->report_fd, buf, (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1));
+    close(r->report_fd);
+    r->report_fd = -1;
+    if (status == 0) {               /* the parent is gone: stderr is nobody's */
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+            dup2(fd, 0), dup2(fd, 1), dup2(fd, 2);
+            close(fd);
         }
-        fs_log(LOG_NOTICE, "%s: unmounted the stale mount of a dead csifs", mnt);
+        reg_log_no_stderr();
     }
-    char real[4096];
-    if (realpath(mnt, real) && csifs_mounted_on(real)) {
-        snprintf(err, errlen, "%s: a live csifs is mounted there", mnt);
-        return -EBUSY;
-    }
-    int rc = mkdir_p(mnt);
-    if (rc < 0)
-        snprintf(err, errlen, "%s: %s", mnt, strerror(-rc));
-    return rc;
 }
+
+/* The parent: wait for the daemon's word; its exit status. */
+static int await_word(int fd)
+{
+    char buf[1100];
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof(buf) - 1 && ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0 ||
+                                     (n < 0 && errno == EINTR)))
+        len += n > 0 ? (size_t)n : 0;
+    buf[len] = '\0';
+    close(fd);
+    if (len && buf[0] == '0')
+        return 0;
+    fprintf(stderr, "csifs: %s\n", len ? buf + 1 : "the daemon died before serving");
+    return 1;
+}
+
+/* Fork: the parent waits for the word and exits with it (as fuse_daemonize
+ * does: nothing of the session may be torn down there); the child becomes
+ * the daemon: -1. Else (no fork) 1. */
+static int daemonize(struct run *r)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        reg_log(LOG_ERR, "pipe: %s", strerror(errno));
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        reg_log(LOG_ERR, "fork: %s", strerror(errno));
+        return 1;
+    }
+    if (pid > 0) {                   /* its session and mount are the child's now */
+        close(p[1]);
+        _exit(await_word(p[0]));
+    }
+    close(p[0]);
+    r->report_fd = p[1];
+    setsid();
+    if (chdir("/") < 0)
+        reg_log(LOG_WARNING, "chdir /: %s", strerror(errno));
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        dup2(fd, 0), dup2(fd, 1);
+        close(fd);
+    }
+    reg_log_syslog();
+    return -1;
+}
+
+/* ---- serving ---- */
 
 static void raise_nofile(void)
 {
@@ -102,34 +130,46 @@ static void raise_nofile(void)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-            fs_log(LOG_WARNING, "cannot raise the open-file limit: %s", strerror(errno));
+            reg_log(LOG_WARNING, "cannot raise the open-file limit: %s", strerror(errno));
     }
 }
 
-int fs_daemon_run(struct csifs_opts *o)
+/* fs_opts.on_init: INIT is answered, and the registry was attached and the
+ * prober started before the loop began: the daemon serves. No thread ever
+ * makes a request on our own mount: a kill while it waits would wedge it. */
+static void on_init(void *arg)
 {
+    struct run *r = arg;
+    __atomic_store_n(&r->served, true, __ATOMIC_RELEASE);
+    report(r, 0, "");
+    sd_notify(0, "READY=1");
+    reg_log(LOG_INFO, "serving %s (state %s, pid %ld)", r->o->mountpoint, r->o->state,
+            (long)getpid());
+}
+
+/* Record pid, mount point and connection id in the lock file. */
+static void note_lock(struct store *st, const char *mnt)
+{
+    char type[64];
+    unsigned conn = 0;
+    int rc = fs_mount_find(mnt, type, sizeof(type), &conn);
+    if (rc == 1)
+        rc = store_lock_note(st, mnt, conn);
+    if (rc < 0)
+        reg_log(LOG_WARNING, "%s: cannot record the connection in the lock file: %s", mnt,
+                strerror(-rc));
+}
+
+/* After the mount (and the fork): store, registry, prober, serve. */
+static int serve(struct run *r)
+{
+    struct csifs_opts *o = r->o;
     char err[1024] = "";
-    struct fs *fs = NULL;
     struct store *st = NULL;
     struct reg *reg = NULL;
-    int rc = store_check(o->state, err, sizeof(err));
-    if (rc == 0)
-        rc = fs_prepare_mountpoint(o->mountpoint, err, sizeof(err));
-    struct fs_opts fo = { .mountpoint = o->mountpoint, .argc = o->fuse.argc,
-                          .argv = o->fuse.argv, .has_registrar = o->has_registrar,
-                          .registrar_gid = o->registrar_gid };
-    if (rc == 0 && (rc = fs_mount(&fs, &fo)) < 0)
-        snprintf(err, sizeof(err), "%s: cannot mount: %s", o->mountpoint, strerror(-rc));
-    if (rc < 0) {
-        fs_log(LOG_ERR, "%s", err);
-        return 1;
-    }
-    if (!o->foreground) {
-        fuse_daemonize(0);
-        fs_log_to_syslog();
-    }
+    struct csi_prober *pr = NULL;
     raise_nofile();
-    rc = store_open(&st, o->state, o->nosync ? STORE_NOSYNC : 0, err, sizeof(err));
+    int rc = store_open(&st, o->state, o->nosync ? STORE_NOSYNC : 0, err, sizeof(err));
     struct reg_opts ro = { .events_ring = o->events_ring, .max_instances = o->max_instances,
                            .health_timeout_ms = o->health_timeout_ms,
                            .backend = st ? store_backend(st) : NULL };
@@ -137,26 +177,106 @@ int fs_daemon_run(struct csifs_opts *o)
         snprintf(err, sizeof(err), "%s: cannot restore the registry: %s", o->state,
                  strerror(-rc));
     if (rc == 0)
-        rc = fs_attach(fs, reg);
-    struct csi_prober *pr = NULL;
+        note_lock(st, o->mountpoint);
+    if (rc == 0 && (rc = fs_oplog_subscribe(reg)) == 0 && (rc = fs_attach(r->fs, reg)) < 0)
+        snprintf(err, sizeof(err), "cannot start the notifier: %s", strerror(-rc));
     struct csi_prober_opts po = { .heartbeat_ms = o->heartbeat_ms,
                                   .probe_timeout_ms = o->probe_timeout_ms,
-                                  .health_timeout_ms = o->health_timeout_ms, .log = fs_log };
+                                  .health_timeout_ms = o->health_timeout_ms, .log = reg_log };
     if (rc == 0 && (rc = csi_prober_start(&pr, reg, &po)) < 0)
         snprintf(err, sizeof(err), "cannot start the prober: %s", strerror(-rc));
-    if (rc == 0) {
-        fs_log(LOG_INFO, "serving %s (state %s)", o->mountpoint, o->state);
-        rc = fs_loop(fs, true);
-    } else {
-        fs_log(LOG_ERR, "%s", err);
+    if (rc == 0)
+        rc = fs_loop(r->fs, true);
+    bool served = __atomic_load_n(&r->served, __ATOMIC_ACQUIRE);
+    if (rc == 0 && !served) {
+        rc = -EIO;
+        snprintf(err, sizeof(err), "%s: the FUSE session ended before INIT", o->mountpoint);
+    }
+    if (served) {
+        sd_notify(0, "STOPPING=1");
+        reg_log(LOG_INFO, "stopping: unmounting %s", o->mountpoint);
     }
     /* Unmount first: a prober call dialling a socket inside the mount then
-     * fails at once instead of waiting for a daemon that no longer serves. */
-    fs_unmount(fs);
+     * fails at once instead of waiting for a daemon that no longer serves;
+     * and a failed start reports only once nothing is mounted. */
+    fs_unmount(r->fs);
+    if (rc < 0 && *err) {
+        reg_log(LOG_ERR, "%s", err);
+        report(r, 1, err);
+    }
     csi_prober_stop(pr);
-    fs_destroy(fs);
+    fs_destroy(r->fs);
     reg_close(reg);
     csi_prober_free(pr);
     store_close(st);
+    if (served)
+        reg_log(LOG_INFO, "stopped");
     return rc < 0 ? 1 : 0;
+}
+
+/* Could the store be made or opened in state (it, or its parent when it
+ * does not exist, a writable directory)? Caught before the mount point is
+ * created: the daemon would fail there only after mounting. */
+static int state_usable(const char *state, char *err, size_t errlen)
+{
+    char p[4096];
+    snprintf(p, sizeof(p), "%s", state);
+    struct stat st;
+    int e = 0;
+    if (stat(p, &st) < 0) {          /* store_open makes the last component only */
+        char *slash = strrchr(p, '/');
+        e = errno;
+        if (e == ENOENT && slash) {
+            *(slash == p ? slash + 1 : slash) = '\0';
+            e = stat(p, &st) < 0 ? errno : 0;
+        }
+    }
+    if (!e && !S_ISDIR(st.st_mode))
+        e = ENOTDIR;
+    if (!e && access(p, W_OK | X_OK) < 0)
+        e = errno;
+    if (e)
+        snprintf(err, errlen, "%.900s: %s", p, strerror(e));
+    return -e;
+}
+
+int fs_daemon_run(struct csifs_opts *o)
+{
+    reg_log_set_level(o->log_level);
+    fuse_set_log_func(fuse_log_fn);
+    fuse_quiet = true;
+    char err[1024] = "";
+    struct run r = { .o = o, .report_fd = -1 };
+    if (fs_resolve_mountpoint(&o->mountpoint) < 0) {
+        reg_log(LOG_ERR, "out of memory");
+        return 1;
+    }
+    struct fs_opts fo = { .mountpoint = o->mountpoint, .argc = o->fuse.argc,
+                          .argv = o->fuse.argv, .has_registrar = o->has_registrar,
+                          .registrar_gid = o->registrar_gid,
+                          .on_init = on_init, .on_init_arg = &r };
+    /* the FUSE options first: nothing is touched before they are known */
+    if (fs_session(&r.fs, &fo) < 0) {
+        reg_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
+        return 2;
+    }
+    int rc = fs_recover_state(o->state, err, sizeof(err));
+    if (rc == 0)
+        rc = store_check(o->state, err, sizeof(err));
+    if (rc == 0)
+        rc = state_usable(o->state, err, sizeof(err));
+    if (rc == 0)
+        rc = fs_prepare_mountpoint(o->mountpoint, err, sizeof(err));
+    if (rc == 0 && (rc = fs_session_mount(r.fs)) < 0)
+        snprintf(err, sizeof(err), "%s: cannot mount: %s", o->mountpoint,
+                 *fuse_last ? fuse_last : strerror(-rc));
+    fuse_quiet = false;
+    if (rc < 0) {
+        reg_log(LOG_ERR, "%s", err);
+        fs_destroy(r.fs);
+        return 1;
+    }
+    if (!o->foreground && (rc = daemonize(&r)) >= 0)
+        return rc;                   /* the parent: the mount is the daemon's */
+    return serve(&r);
 }

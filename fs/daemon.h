@@ -1,7 +1,17 @@
-/* The csifs daemon: start-up in the order of DESIGN section 7, serve, stop.
- *   check the store -> clean a stale mount, refuse a live one -> mount ->
- *   daemonize (unless -f) -> open the store -> registry -> serve.
- * Logs go to stderr, and to syslog once daemonized. */
+/* The csifs daemon: start-up in the order of DESIGN sections 7 and 9, serve,
+ * stop.
+ *   FUSE session (unknown options: exit 2, nothing touched) -> recover a
+ *   wedged holder of the state dir -> check the store -> prepare the mount
+ *   point -> mount -> fork (unless -f; no thread exists before it) -> open
+ *   the store -> registry -> notifier, prober -> serve.
+ * Without -f the command returns when the daemon serves (0) or failed (1,
+ * the daemon's message on stderr), told through a pipe. "Serving" is: the
+ * registry attached and the prober started before the request loop, and FUSE
+ * INIT answered (the word is sent from the INIT handler, just before libfuse
+ * writes the reply; any request waits in the kernel until it is written).
+ * Then READY=1 (sd_notify). SIGTERM/SIGINT: STOPPING=1,
+ * unmount, exit 0. SIGHUP is ignored.
+ * Logs: registry/log.h; syslog once daemonized. */
 #ifndef CSIFS_DAEMON_H
 #define CSIFS_DAEMON_H
 
@@ -9,12 +19,5 @@
 
 /* Returns the process exit status. */
 int fs_daemon_run(struct csifs_opts *o);
-
-/* Prepare MOUNTPOINT: lazily unmount a dead csifs (ENOTCONN), refuse a live
- * csifs (-EBUSY), create the directory if missing. */
-int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen);
-
-void fs_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void fs_log_to_syslog(void);
 
 #endif

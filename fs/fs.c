@@ -2,8 +2,11 @@
 #include "fs/node.h"
 #include "fs/events_file.h"
 #include "fs/inval.h"
+#include "fs/oplog.h"
+#include "fs/testopt.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +15,7 @@
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    struct fs *fs = userdata;
     /* O_TRUNC comes with open, so `echo x > attr` is one change, not two. */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -23,6 +26,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * drop them ourselves on change, so no size-based guessing. */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     /* No xattrs, no locks: the kernel stops asking after the first ENOSYS. */
+    if (fs->on_init)
+        fs->on_init(fs->on_init_arg);
 }
 
 /* Entries and attributes are cached for a day: every change invalidates
@@ -52,7 +57,7 @@ uint64_t fs_requests(struct fs *fs)
     return __atomic_load_n(&fs->requests, __ATOMIC_RELAXED);
 }
 
-int fs_mount(struct fs **out, const struct fs_opts *o)
+int fs_session(struct fs **out, const struct fs_opts *o)
 {
     struct fs *fs = calloc(1, sizeof(*fs));
     if (!fs || !(fs->mountpoint = strdup(o->mountpoint))) {
@@ -60,6 +65,8 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
         return -ENOMEM;
     }
     fs->has_registrar = o->has_registrar;
+    fs->on_init = o->on_init;
+    fs->on_init_arg = o->on_init_arg;
     fs->gid = o->registrar_gid;
     fs->mount_ns = (int64_t)time(NULL) * 1000000000;
     fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
@@ -78,17 +85,12 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
     struct fuse_lowlevel_ops ops = { .init = op_init };
     fs_ops_read(&ops);
     fs_ops_write(&ops);
+    fs_oplog_wrap(&ops);
+    fs_testopt_wrap(&ops);
     if (rc == 0 && !(fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs)))
         rc = -EINVAL;
     fuse_opt_free_args(&args);
-    if (rc == 0 && fuse_session_mount(fs->se, fs->mountpoint) != 0)
-        rc = -EIO;
     if (rc < 0) {
-        fs_destroy(fs);
-        return rc;
-    }
-    fs->mounted = true;
-    if ((rc = fs_inval_start(fs)) < 0) {
         fs_destroy(fs);
         return rc;
     }
@@ -96,10 +98,30 @@ int fs_mount(struct fs **out, const struct fs_opts *o)
     return 0;
 }
 
+int fs_session_mount(struct fs *fs)
+{
+    if (fuse_session_mount(fs->se, fs->mountpoint) != 0)
+        return -EIO;
+    fs->mounted = true;
+    return 0;
+}
+
+int fs_mount(struct fs **out, const struct fs_opts *o)
+{
+    int rc = fs_session(out, o);
+    if (rc == 0 && (rc = fs_session_mount(*out)) < 0) {
+        fs_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int fs_attach(struct fs *fs, struct reg *reg)
 {
     fs->reg = reg;
-    int rc = reg_subscribe(reg, on_change, fs);
+    int rc = fs_inval_start(fs);
+    if (rc == 0)
+        rc = reg_subscribe(reg, on_change, fs);
     return rc < 0 ? rc : reg_on_events(reg, on_events, fs);
 }
 
@@ -107,6 +129,8 @@ int fs_loop(struct fs *fs, bool signals)
 {
     if (signals && fuse_set_signal_handlers(fs->se) != 0)
         return -EIO;
+    if (signals)
+        signal(SIGHUP, SIG_IGN);     /* no stop from `systemctl reload` (DESIGN 9) */
     struct fuse_loop_config *cfg = fuse_loop_cfg_create();
     if (!cfg)
         return -ENOMEM;

@@ -1,8 +1,10 @@
 /* fs: the csifs FUSE filesystem (libfuse low-level API) over a registry.
  *
  * fs_mount() creates the session and mounts (no threads, no registry yet:
- * DESIGN section 7 mounts before daemonizing); fs_attach() hands it the
- * registry; fs_loop() serves requests on worker threads until unmounted,
+ * DESIGN section 7 mounts before daemonizing), or in two steps: fs_session()
+ * (checks the FUSE options, touches nothing) then fs_session_mount();
+ * fs_attach() hands it the registry and starts the notifier thread (after
+ * any fork); fs_loop() serves requests on worker threads until unmounted,
  * fs_exit() or a signal.
  */
 #ifndef CSIFS_FS_H
@@ -21,15 +23,25 @@ struct fs_opts {
     bool has_registrar;        /* registrar_gid given */
     gid_t registrar_gid;
     int64_t pending_ttl_ms;    /* pending links (ln -sfn); 0 = 10 s */
+    /* Called (on a worker thread) when FUSE INIT is answered, just before
+     * libfuse writes the reply: from then on the kernel sends requests. */
+    void (*on_init)(void *arg);
+    void *on_init_arg;
 };
 
 struct fs;
 
 int fs_mount(struct fs **out, const struct fs_opts *opts);
-/* Serve reg from now on. Must be called once, before fs_loop. */
+/* -EINVAL for options FUSE does not know (libfuse logs which). */
+int fs_session(struct fs **out, const struct fs_opts *opts);
+/* -EIO (libfuse logs why). */
+int fs_session_mount(struct fs *fs);
+/* Serve reg from now on; starts the notifier thread. Must be called once,
+ * before fs_loop. */
 int fs_attach(struct fs *fs, struct reg *reg);
 /* Serve until unmounted or asked to exit; returns 0 or a negative errno.
- * signals: SIGTERM, SIGINT and SIGHUP end the loop (libfuse's handlers). */
+ * signals: SIGTERM and SIGINT end the loop (libfuse's handlers); SIGHUP is
+ * ignored. */
 int fs_loop(struct fs *fs, bool signals);
 /* Make fs_loop return (any thread). */
 void fs_exit(struct fs *fs);

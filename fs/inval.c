@@ -1,11 +1,21 @@
 /* Invalidation of the kernel's caches, the notifier thread, poll on health. */
 #include "fs/inval.h"
+#include "registry/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#ifndef FUSE_DEV_IOC_CLONE
+#define FUSE_DEV_IOC_CLONE _IOR(229, 0, uint32_t)   /* linux/fuse.h */
+#endif
 
 struct entry_job {
     fuse_ino_t parent;
@@ -29,10 +39,49 @@ struct fs_inval {
     struct poller *pollers;
 };
 
+static bool share_fd;                /* test-only: the old, wedging way */
+
+void fs_inval_share_fd(bool share)
+{
+    share_fd = share;
+}
+
+/* Give this thread a table of one fd: at the session fd's number, a clone
+ * of the connection (FUSE_DEV_IOC_CLONE), which libfuse's notify calls then
+ * write to. Why: a notification can block in the kernel on a directory lock
+ * held by a caller whose request a worker read. If the process is killed
+ * then, the workers' /dev/fuse is closed as soon as they are gone -- its
+ * unanswered requests end with ECONNABORTED, the caller drops the lock, this
+ * thread goes on and dies too, and the last close aborts the connection. With
+ * one shared table, this thread would keep /dev/fuse open itself: nothing
+ * ends, the process stays a zombie and the mount wedged (issue 13). */
+static int private_fd(struct fs *fs)
+{
+    int sfd = fuse_session_fd(fs->se);
+    uint32_t master = (uint32_t)sfd;
+    if (unshare(CLONE_FILES) < 0)
+        return -errno;               /* nothing changed: the shared table */
+    /* from here on only this thread's own table changes */
+    int rc = 0, cfd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (cfd < 0 || ioctl(cfd, FUSE_DEV_IOC_CLONE, &master) < 0 || dup3(cfd, sfd, O_CLOEXEC) < 0)
+        rc = -errno;                 /* then sfd stays the process's /dev/fuse */
+    if (cfd >= 0)
+        close(cfd);
+    /* no other copy: neither the lock file nor any socket outlives the rest */
+    if (sfd > 0)
+        close_range(0, (unsigned)sfd - 1, 0);
+    close_range((unsigned)sfd + 1, ~0u, 0);
+    return rc;
+}
+
 static void *notifier(void *arg)
 {
     struct fs *fs = arg;
     struct fs_inval *v = fs->inval;
+    int rc = share_fd ? 0 : private_fd(fs);
+    if (rc < 0)
+        reg_log(LOG_WARNING, "notifier: no private /dev/fuse clone (%s): a kill may wedge "
+                "the mount", strerror(-rc));
     pthread_mutex_lock(&v->mu);
     for (;;) {
         while (!v->head && !v->stop)
@@ -98,7 +147,7 @@ void fs_inval_stop(struct fs *fs)
     fs->inval = NULL;
 }
 
-static void entry(struct fs *fs, fuse_ino_t parent, const char *name)
+void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     struct fs_inval *v = fs->inval;
     struct entry_job *j = calloc(1, sizeof(*j));
@@ -165,28 +214,28 @@ void fs_inval_change(struct fs *fs, const struct reg_change *c)
         break;
     case REG_C_PLUGIN_DEL:
         inode(fs, type_dir);
-        entry(fs, type_dir, c->plugin_name);
+        fs_inval_entry(fs, type_dir, c->plugin_name);
         break;
     case REG_C_INST_ADD:
         inode(fs, plugin_dir);
         break;
     case REG_C_INST_DEL:
         inode(fs, plugin_dir);
-        entry(fs, plugin_dir, c->alloc_name);
+        fs_inval_entry(fs, plugin_dir, c->alloc_name);
         wake_pollers(fs, c->inst);
         break;
     case REG_C_CURRENT:
         inode(fs, fs_ino(c->plugin, 1));
         inode(fs, plugin_dir);
         if (reg_current_get(fs->reg, c->plugin, NULL, 0) < 0)
-            entry(fs, plugin_dir, "current");
+            fs_inval_entry(fs, plugin_dir, "current");
         break;
     case REG_C_SOCKET:
         inode(fs, inst_dir);
         inode(fs, fs_ino(c->inst, 1));
         attrs(fs, c->inst, c->type, 0, NULL, 0);
         if (reg_get(fs->reg, c->inst, &n) == 0 && !n.has_socket)
-            entry(fs, inst_dir, "socket");
+            fs_inval_entry(fs, inst_dir, "socket");
         break;
     case REG_C_ATTR:
         /* a write changes the instance's mtime: every file in it */

@@ -20,6 +20,11 @@ int fs_inval_start(struct fs *fs);
 void fs_inval_stop(struct fs *fs);
 /* From the registry subscriber: invalidate what c may have made stale. */
 void fs_inval_change(struct fs *fs, const struct reg_change *c);
+/* Test-only (debug_notifier_shared_fd): the notifier writes through the
+ * process's own /dev/fuse fd instead of a private clone (see inval.c). */
+void fs_inval_share_fd(bool share);
+/* Queue the invalidation of parent/name for the notifier thread. */
+void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name);
 
 /* poll() on attribute files: remember ph for the open file fh of instance
  * inst; answered by fs_inval_change when the instance's health changes. */

@@ -1,8 +1,8 @@
 /* csifs: the CSI plugin registry of this host as a filesystem. */
 #include "fs/daemon.h"
+#include "registry/log.h"
 
 #include <stdio.h>
-#include <syslog.h>
 
 int main(int argc, char **argv)
 {
@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     else if (rc == 0)
         rc = fs_daemon_run(&o);
     else
-        fs_log(LOG_ERR, "%s (see --help)", err);
+        reg_log(LOG_ERR, "%s (see --help)", err);
     fs_opts_free(&o);
     return rc == 0 ? 0 : rc > 0 ? rc : 2;
 }

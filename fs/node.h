@@ -49,6 +49,8 @@ struct fs {
     struct fs_events *events;    /* readers of <mnt>/events (events_file.c) */
     struct fs_inval *inval;      /* notifier thread and pollers (inval.c) */
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
+    void (*on_init)(void *arg);  /* fs_opts.on_init */
+    void *on_init_arg;
 };
 
 /* The mount a request is for; counts the request. */

@@ -3,6 +3,7 @@
  * refuses (the "where" rows before the "name" rows), then makes one registry
  * call. Whatever is refused leaves everything as it was. */
 #include "fs/node.h"
+#include "registry/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -41,10 +42,12 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static int check_target(const char *target)
 {
-    if (target[0] != '/' || reg_value_check(target, strlen(target)) < 0)
+    if (target[0] != '/')
+        return reg_why_set("socket target must be an absolute path"), -EINVAL;
+    if (reg_value_check(target, strlen(target)) < 0)
         return -EINVAL;
     if (strlen(target) > REG_SOCKET_MAX)
-        return -ENAMETOOLONG;
+        return reg_why_set("socket target over 107 bytes (a unix socket address)"), -ENAMETOOLONG;
     return 0;
 }
 

@@ -1,4 +1,6 @@
 #include "fs/options.h"
+#include "fs/testopt.h"
+#include "registry/log.h"
 
 #include "registry/registry.h"
 
@@ -8,16 +10,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Raw strings as fuse_opt fills them; converted after parsing. */
 struct raw {
-    char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max;
+    char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max, *level;
     int nosync, foreground, debug, help, version;
-    char *mountpoint;
-    int extra;                       /* a second non-option argument */
+    char *args[2];                   /* [SOURCE] MOUNTPOINT */
+    int nargs;                       /* non-option arguments seen */
+    char err[256];                   /* a test option refused */
 #ifdef CSIFS_TEST_OPTS
     char *dbg_commit_delay, *dbg_fail_commit;   /* test builds only */
 #endif
+};
+
+/* What mount(8) and fstab add that means nothing to csifs (DESIGN 9): taken
+ * out. The mount flags libfuse knows (ro, nosuid, nodev, noexec...) go on. */
+static const char *const generic_opts[] = {
+    "defaults", "auto", "noauto", "user", "users", "nouser", "owner", "group", "nofail",
+    "_netdev", "relatime", "strictatime", "lazytime", "nodiratime", "loud", "silent",
 };
 
 enum { KEY_DEBUG, KEY_FOREGROUND, KEY_HELP, KEY_VERSION };
@@ -31,6 +42,7 @@ static const struct fuse_opt spec[] = {
     OPT("registrar_gid=%s", registrar),
     OPT("events_ring=%s", ring),
     OPT("max_instances=%s", max),
+    OPT("log_level=%s", level),
     { "nosync", offsetof(struct raw, nosync), 1 },
 #ifdef CSIFS_TEST_OPTS
     OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
@@ -56,15 +68,44 @@ static int on_opt(void *data, const char *arg, int key, struct fuse_args *out)
     case KEY_HELP: r->help = 1; return 0;
     case KEY_VERSION: r->version = 1; return 0;
     case FUSE_OPT_KEY_NONOPT:
-        if (r->mountpoint) {
-            r->extra = 1;
-            return 0;
-        }
-        r->mountpoint = strdup(arg);
+        if (r->nargs < 2)
+            r->args[r->nargs] = strdup(arg);
+        r->nargs++;
         return 0;
     default:
-        return 1;                    /* a FUSE option: keep it */
+        break;
     }
+    for (size_t k = 0; k < sizeof(generic_opts) / sizeof(generic_opts[0]); k++)
+        if (!strcmp(arg, generic_opts[k]))
+            return 0;
+    if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
+        return 0;
+    int t = fs_testopt_parse(arg, r->err, sizeof(r->err));
+    return t < 0 ? -1 : t > 0 ? 0 : 1;   /* else a FUSE option: keep it */
+}
+
+/* path against the cwd, without "." components, repeated or trailing '/'. */
+static char *absolute(const char *path)
+{
+    char cwd[4096], *out = NULL;
+    if (path[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+        return NULL;
+    if (asprintf(&out, "%s/%s", path[0] == '/' ? "" : cwd, path) < 0)
+        return NULL;
+    char *w = out;
+    for (const char *p = out; *p;) {
+        if (p[0] == '/' && (p[1] == '/' || (p[1] == '.' && (p[2] == '/' || !p[2])))) {
+            p += p[1] == '/' ? 1 : 2;
+            continue;
+        }
+        *w++ = *p++;
+    }
+    while (w > out + 1 && w[-1] == '/')
+        w--;
+    if (w == out)
+        *w++ = '/';
+    *w = '\0';
+    return out;
 }
 
 int fs_parse_duration(const char *s, int64_t *ms)
@@ -129,8 +170,10 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
             return BAD("bad registrar_gid=%s (no such group)", r->registrar);
         o->has_registrar = true;
     }
-    if (r->extra)
-        return BAD("more than one mount point given");
+    if (r->level && (o->log_level = reg_log_level_parse(r->level)) < 0)
+        return BAD("bad log_level=%s (want debug, info, warning or err)", r->level);
+    if (r->nargs > 2)
+        return BAD("too many arguments (want [SOURCE] MOUNTPOINT)");
 #ifdef CSIFS_TEST_OPTS
     unsigned delay = 0;
     if (r->dbg_commit_delay && parse_uint(r->dbg_commit_delay, &delay) < 0)
@@ -152,11 +195,18 @@ int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, siz
     o->health_timeout_ms = 30000;
     o->events_ring = 1024;
     o->max_instances = 10000;
-    int rc = fuse_opt_parse(&o->fuse, &r, spec, on_opt) < 0 ? BAD("cannot parse options") : 0;
+    o->log_level = LOG_INFO;
+    int rc = fuse_opt_parse(&o->fuse, &r, spec, on_opt) < 0
+             ? BAD("%s", *r.err ? r.err : "cannot parse options") : 0;
     if (rc == 0)
         rc = convert(&r, o, err, errlen);
-    o->state = r.state ? r.state : strdup("/var/lib/csifs");
-    o->mountpoint = r.mountpoint ? r.mountpoint : strdup("/run/csi");
+    /* mount.fuse3 runs `csifs SOURCE MOUNTPOINT`: the source means nothing */
+    const char *mnt = r.nargs >= 2 ? r.args[1] : r.nargs == 1 ? r.args[0] : "/run/csi";
+    o->state = absolute(r.state ? r.state : "/var/lib/csifs");
+    o->mountpoint = absolute(mnt);
+    free(r.state);
+    free(r.args[0]);
+    free(r.args[1]);
     o->foreground = r.foreground;
     o->debug = r.debug;
     o->nosync = r.nosync;
@@ -168,6 +218,7 @@ int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, siz
     free(r.registrar);
     free(r.ring);
     free(r.max);
+    free(r.level);
     if (rc == 0 && (!o->state || !o->mountpoint))
         rc = BAD("out of memory");
     return rc;
@@ -182,7 +233,7 @@ void fs_opts_free(struct csifs_opts *o)
 
 void fs_print_help(const char *prog)
 {
-    printf("usage: %s [-f] [-d] [-o opt[,opt...]] [MOUNTPOINT]\n"
+    printf("usage: %s [-f] [-d] [-o opt[,opt...]] [[SOURCE] MOUNTPOINT]\n"
            "\n"
            "The CSI plugin registry of this host as a filesystem (default /run/csi).\n"
            "\n"
@@ -200,6 +251,9 @@ void fs_print_help(const char *prog)
            "  events_ring=N          events kept for replay (default 1024)\n"
            "  max_instances=N        instances per plugin (default 10000)\n"
            "  nosync                 commit without fsync (benchmarks only)\n"
-           "DUR is N (seconds), Nms, Ns or Nm. Other -o options go to FUSE.\n",
+           "  log_level=LEVEL        debug, info (default), warning or err\n"
+           "DUR is N (seconds), Nms, Ns or Nm. A SOURCE (as mount(8) gives) is ignored,\n"
+           "and so are defaults, noauto, nofail, _netdev, x-* and comment=. Other -o\n"
+           "options go to FUSE.\n",
            prog);
 }

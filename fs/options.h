@@ -1,7 +1,9 @@
 /* The csifs command line (DESIGN section 9), parsed with libfuse's fuse_opt:
- *   csifs [-f] [-d] [-o opt[,opt...]] [MOUNTPOINT]
- * Our options are taken out; the rest (argv[0], -d, other -o) is left in
- * o->fuse for fuse_session_new. */
+ *   csifs [-f] [-d] [-o opt[,opt...]] [[SOURCE] MOUNTPOINT]
+ * Our options are taken out, and so are the generic ones of mount(8) that
+ * mean nothing here; the rest (argv[0], -d, other -o) is left in o->fuse
+ * for fuse_session_new. state and mountpoint come out absolute (against
+ * the cwd, lexically: nothing is looked up). */
 #ifndef CSIFS_OPTIONS_H
 #define CSIFS_OPTIONS_H
 
@@ -19,6 +21,7 @@ struct csifs_opts {
     bool has_registrar;
     gid_t registrar_gid;
     unsigned events_ring, max_instances;
+    int log_level;                   /* LOG_ERR .. LOG_DEBUG */
     struct fuse_args fuse;
 };
 

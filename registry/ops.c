@@ -1,6 +1,7 @@
 /* Structural mutations: plugins, instances, sockets, writable attributes.
  * Each validates against the writers' view with wlock held, marks it, and
  * hands a mutation to mut_submit() (mutate.h). */
+#include "registry/log.h"
 #include "registry/mutate.h"
 
 #include <errno.h>
@@ -28,7 +29,7 @@ int reg_value_check(const char *v, size_t len)
     for (size_t k = 0; k < len; k++) {
         unsigned char c = (unsigned char)v[k];
         if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return -EINVAL;
+            return reg_why_set("control characters are not allowed"), -EINVAL;
     }
     return 0;
 }
@@ -256,7 +257,9 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
     if (target && !*target)
         target = NULL;
     size_t len = target ? strlen(target) : 0;
-    if (target && (target[0] != '/' || reg_value_check(target, len) < 0))
+    if (target && target[0] != '/')
+        return reg_why_set("socket target must be an absolute path"), -EINVAL;
+    if (target && reg_value_check(target, len) < 0)
         return -EINVAL;
     if (len > REG_SOCKET_MAX)
         return -ENAMETOOLONG;
@@ -326,6 +329,8 @@ int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
         return -EACCES;
     if (len && value[len - 1] == '\n')
         len--;
+    if (len > REG_VALUE_MAX)
+        reg_why_set("value over 4096 bytes");
     if (len > REG_VALUE_MAX || reg_value_check(value, len) < 0)
         return -EINVAL;
     /* Both writable attributes are paths (DESIGN 5): absolute or empty. */

@@ -1,4 +1,5 @@
 /* Registry lifetime, names, restore from the backend, and the read side. */
+#include "registry/log.h"
 #include "registry/mutate.h"
 
 #include <errno.h>
@@ -19,6 +20,7 @@ int reg_type_parse(const char *name)
 int reg_name_check(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
+    reg_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
     if (n < 1 || n > REG_NAME_MAX || name[0] == '.' || !strcmp(name, "current"))
         return -EINVAL;
     for (size_t k = 0; k < n; k++) {
@@ -27,6 +29,7 @@ int reg_name_check(const char *name)
               c == '.' || c == '_' || c == '-'))
             return -EINVAL;
     }
+    reg_why_clear();
     return 0;
 }
 

@@ -26,6 +26,20 @@ struct store {
     struct reg_backend be;
 };
 
+/* The lock file, as its holder wrote it:
+ *   PID\nconn=NN\nmount=PATH\n   (conn and mount once the holder mounted) */
+int store_lock_note(struct store *st, const char *mount, unsigned conn)
+{
+    char buf[4200];
+    int n = snprintf(buf, sizeof(buf), "%ld\nconn=%u\nmount=%s\n", (long)getpid(), conn, mount);
+    if (n < 0 || n >= (int)sizeof(buf))
+        return -ENAMETOOLONG;
+    /* pwrite first, then cut: a reader never sees an empty file */
+    if (pwrite(st->lockfd, buf, (size_t)n, 0) != n || ftruncate(st->lockfd, n) < 0)
+        return -errno;
+    return 0;
+}
+
 /* ---- commit ---- */
 
 /* LMDB reports a full disk as ENOSPC, or as EIO after a short write

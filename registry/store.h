@@ -56,6 +56,17 @@ const struct reg_backend *store_backend(struct store *st);
  * file (the lock is tested with a shared flock). 0 when dir or its data.mdb
  * does not exist yet. Returns 0 or a refusal above. */
 int store_check(const char *dir, char *err, size_t errlen);
+/* The lock file also names what its holder mounted (DESIGN 7), so that a
+ * restart can recover a connection its dead holder left wedged. */
+int store_lock_note(struct store *st, const char *mount, unsigned conn);
+struct store_holder {
+    long pid;                        /* 0 when not written yet */
+    unsigned conn;                   /* FUSE connection id (minor of st_dev), 0: none */
+    char mount[4096];
+};
+/* 1 and *h when dir's lock is held (tested with a shared flock), 0 when
+ * free, or a negative errno (-ENOENT: no lock file). */
+int store_lock_holder(const char *dir, struct store_holder *h);
 /* CRC-32 (IEEE 802.3, as zlib's crc32): crc 0 to start, chain by passing
  * the previous result. */
 uint32_t store_crc32(uint32_t crc, const void *buf, size_t len);

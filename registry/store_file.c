@@ -85,3 +85,28 @@ int store_make_dir(const char *dir, char *err, size_t errlen)
                                                 dir);
 }
 
+/* The lock file as store_lock_note wrote it (store.h). */
+int store_lock_holder(const char *dir, struct store_holder *h)
+{
+    char path[4096], buf[4200];
+    memset(h, 0, sizeof(*h));
+    snprintf(path, sizeof(path), "%s/%s", dir, STORE_LOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    int busy = flock(fd, LOCK_SH | LOCK_NB) == 0 ? 0 : errno == EWOULDBLOCK ? 1 : -errno;
+    ssize_t n = busy == 1 ? pread(fd, buf, sizeof(buf) - 1, 0) : 0;
+    close(fd);
+    if (busy <= 0)
+        return busy;
+    buf[n > 0 ? n : 0] = '\0';
+    h->pid = strtol(buf, NULL, 10);
+    const char *c = strstr(buf, "\nconn="), *m = strstr(buf, "\nmount=");
+    if (c)
+        h->conn = (unsigned)strtoul(c + 6, NULL, 10);
+    if (m) {
+        snprintf(h->mount, sizeof(h->mount), "%s", m + 7);
+        h->mount[strcspn(h->mount, "\n")] = '\0';
+    }
+    return 1;
+}

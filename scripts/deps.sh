@@ -8,6 +8,7 @@ libfuse3-dev fuse3
 libgrpc-dev
 libprotobuf-c-dev protobuf-c-compiler
 liblmdb-dev lmdb-utils
+libmount-dev libsystemd-dev
 libcriterion-dev
 valgrind strace util-linux coreutils procps dash shellcheck
 systemd mandoc man-db groff-base"

@@ -1,0 +1,158 @@
+/* The mount point, the mount table, fusectl. See mountpoint.h. */
+#include "fs/mountpoint.h"
+#include "registry/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libmount.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FUSECTL "/sys/fs/fuse/connections"
+#define PROBE_MS 2000                /* a serving FUSE daemon answers statfs at once */
+
+int fs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn)
+{
+    struct libmnt_table *tb = mnt_new_table();
+    if (!tb)
+        return -ENOMEM;
+    /* no mnt_table_set_cache: targets are compared as strings, never
+     * canonicalised (which would stat a possibly wedged mount) */
+    int rc = mnt_table_parse_mtab(tb, NULL);
+    struct libmnt_fs *fs = rc == 0 ? mnt_table_find_target(tb, path, MNT_ITER_BACKWARD) : NULL;
+    if (rc == 0 && fs) {
+        const char *t = mnt_fs_get_fstype(fs);
+        snprintf(fstype, cap, "%s", t ? t : "");
+        *conn = minor(mnt_fs_get_devno(fs));
+        rc = 1;
+    }
+    mnt_unref_table(tb);
+    return rc < 0 ? (rc == -1 ? -EIO : rc) : rc;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* statfs(path) in a child: 0 answered, -ENOTCONN dead, -ETIMEDOUT no
+ * answer within PROBE_MS, or another negative errno. */
+static int probe(const char *path)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        struct statfs sfs;
+        _exit(statfs(path, &sfs) == 0 ? 0 : errno == ENOTCONN ? 1 : 2);
+    }
+    int st = 0;
+    for (int64_t end = now_ms() + PROBE_MS; now_ms() < end;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return !WIFEXITED(st) ? -EIO : WEXITSTATUS(st) == 0 ? 0
+                   : WEXITSTATUS(st) == 1 ? -ENOTCONN : -EIO;
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);              /* a FUSE request wait is killable */
+    for (int k = 0; k < 100 && waitpid(pid, &st, WNOHANG) == 0; k++) {
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return -ETIMEDOUT;
+}
+
+static int mkdir_p(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+#define FAIL(rc, ...) (snprintf(err, errlen, __VA_ARGS__), (rc))
+
+int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen)
+{
+    char type[64];
+    unsigned conn;
+    int rc;
+    /* stacked stale mounts: peel them one by one */
+    for (int k = 0; k < 16 && (rc = fs_mount_find(mnt, type, sizeof(type), &conn)) == 1; k++) {
+        if (strncmp(type, "fuse", 4))
+            break;                   /* not FUSE: a plain lookup is safe */
+        int p = probe(mnt);
+        if (p == 0 && !strcmp(type, "fuse.csifs"))
+            return FAIL(-EBUSY, "%s: a live csifs is mounted there", mnt);
+        if (p == 0)
+            break;
+        if (p == -ETIMEDOUT)
+            return FAIL(-EBUSY, "%s: the %s mounted there (connection %u) does not answer", mnt,
+                        type, conn);
+        if (p != -ENOTCONN)
+            return FAIL(p, "%s: %s", mnt, strerror(-p));
+        if (umount2(mnt, MNT_DETACH) < 0)
+            return FAIL(-errno, "%s: stale mount, cannot unmount: %s", mnt, strerror(errno));
+        reg_log(LOG_NOTICE, "%s: unmounted the stale mount of a dead %s", mnt, type);
+    }
+    if (rc < 0)
+        return FAIL(rc, "%s: cannot read the mount table: %s", mnt, strerror(-rc));
+    struct stat st;                  /* no FUSE mount here: safe to look up */
+    if (stat(mnt, &st) == 0)
+        return S_ISDIR(st.st_mode) ? 0 : FAIL(-ENOTDIR, "%s: not a directory", mnt);
+    if (errno != ENOENT)
+        return FAIL(-errno, "%s: %s", mnt, strerror(errno));
+    rc = mkdir_p(mnt);
+    return rc < 0 ? FAIL(rc, "%s: %s", mnt, strerror(-rc)) : 0;
+}
+
+int fs_resolve_mountpoint(char **mnt)
+{
+    char type[64], real[4096];
+    unsigned conn;
+    struct stat st;
+    if (fs_mount_find(*mnt, type, sizeof(type), &conn) != 0 || lstat(*mnt, &st) < 0 ||
+        !S_ISLNK(st.st_mode))
+        return 0;                    /* a mount root, missing, or no link: as it is */
+    if (!realpath(*mnt, real))
+        return 0;                    /* dangling: the mount fails and says so */
+    char *copy = strdup(real);
+    if (!copy)
+        return -ENOMEM;
+    free(*mnt);
+    *mnt = copy;
+    return 0;
+}
+
+int fs_abort_conn(unsigned conn)
+{
+    char path[128];
+    snprintf(path, sizeof(path), FUSECTL "/%u/abort", conn);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && mount("fusectl", FUSECTL, "fusectl", 0, NULL) == 0)
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = write(fd, "1", 1) == 1 ? 0 : -errno;
+    close(fd);
+    return rc;
+}

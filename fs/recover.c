@@ -1,0 +1,58 @@
+/* Recovering a wedged holder's state dir. See recover.h. */
+#include "fs/recover.h"
+#include "fs/mountpoint.h"
+#include "registry/log.h"
+#include "registry/store.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define LOCK_WAIT_MS 4000            /* the zombie exits once its thread is freed */
+
+/* 'Z' for a zombie, another state letter, or 0 when there is no such process. */
+static char proc_state(long pid)
+{
+    char path[64], line[256], st = 0;
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    while (!st && fgets(line, sizeof(line), f))
+        if (!strncmp(line, "State:", 6))
+            sscanf(line + 6, " %c", &st);
+    fclose(f);
+    return st ? st : '?';
+}
+
+int fs_recover_state(const char *state, char *err, size_t errlen)
+{
+    struct store_holder h;
+    if (store_lock_holder(state, &h) != 1 || h.pid <= 0)
+        return 0;                    /* free, no lock file, or not written yet */
+    char s = proc_state(h.pid);
+    if (s && s != 'Z')
+        return 0;                    /* alive: store_check says who */
+    reg_log(LOG_WARNING, "%s: lock held by pid %ld, %s: aborting its FUSE connection %u (%s)",
+            state, h.pid, s ? "a zombie" : "dead", h.conn, *h.mount ? h.mount : "no mount");
+    /* a zombie still holds its connection, so the id cannot be another's;
+     * for a vanished pid, abort only what the mount table confirms */
+    char type[64];
+    unsigned conn = 0;
+    bool ours = s == 'Z' || (*h.mount && fs_mount_find(h.mount, type, sizeof(type), &conn) == 1 &&
+                             !strcmp(type, "fuse.csifs") && conn == h.conn);
+    int rc = h.conn && ours ? fs_abort_conn(h.conn) : -ENOENT;
+    if (rc < 0)
+        reg_log(LOG_WARNING, "cannot abort FUSE connection %u: %s", h.conn, strerror(-rc));
+    for (int k = 0; k < LOCK_WAIT_MS / 10; k++) {
+        if (store_lock_holder(state, &h) != 1)
+            return 0;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    snprintf(err, errlen, "%s: state dir still locked by pid %ld (%s) after aborting its "
+             "connection", state, h.pid, s ? "a zombie" : "dead");
+    return -EBUSY;
+}

@@ -1,0 +1,18 @@
+/* Recovery of a state dir whose holder died with its FUSE connection
+ * wedged (DESIGN 7): a thread of the killed csifs stuck in the kernel keeps
+ * /dev/fuse open, the process a zombie, and csifs.lock locked.
+ *
+ * fs_recover_state: when state's lock is held and its recorded holder is
+ * dead or a zombie (State: Z) -- never merely because something timed out --
+ * abort the connection it recorded through fusectl, then wait up to a
+ * deadline for the lock to be released. 0 when there was nothing to do or
+ * the lock is now free; -EBUSY with a message in err when it stays held.
+ * A live holder is left alone (store_check then refuses "in use by pid N"). */
+#ifndef CSIFS_RECOVER_H
+#define CSIFS_RECOVER_H
+
+#include <stddef.h>
+
+int fs_recover_state(const char *state, char *err, size_t errlen);
+
+#endif
