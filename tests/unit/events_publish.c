@@ -238,7 +238,7 @@ Test(events_publish, concurrent_paths_publish_after_subscribers, .timeout = 60)
     struct reg_node pn, in;
     cr_assert_eq(reg_lookup_plugin(reg, REG_NODE, "p", &pn), 0);
     for (int k = 0; k < NINST; k++) {
-        char a[8];
+        char a[16];
         snprintf(a, sizeof(a), "a%d", k);
         cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", a), 0);
         cr_assert_eq(reg_lookup_instance(reg, pn.seq, a, &in), 0);
@@ -274,7 +274,7 @@ Test(events_publish, concurrent_paths_publish_after_subscribers, .timeout = 60)
                      (unsigned long long)last);
         last = seq;
         for (int k = 0; k < NINST; k++) {
-            char path[32];
+            char path[48];
             snprintf(path, sizeof(path), " health csi-node/p/a%d ", k);
             if (!strstr(line, path))
                 continue;
