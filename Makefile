@@ -7,6 +7,9 @@
 #   make test       install deps, build the test binaries, run every test
 #   make test-asan  the same tests built with ASan + UBSan
 #   make bench      benchmarks
+#   make crash-test ROUNDS=N      SIGKILL csifs under writers, restart, check (default 50)
+#   make fuzz FUZZ_SECONDS=N      libFuzzer targets, N s each (clang-14; default 60)
+#   make stress STRESS_SECONDS=N  random concurrent operations against the ASan build
 #   make install    csifs, csi-plugin-hook, man pages, csifs.service under
 #                   $(DESTDIR)$(PREFIX) (PREFIX default /usr/local)
 #   make uninstall  remove exactly what `make install` installed
@@ -42,6 +45,10 @@ WARN     := -Wall -Wextra -Werror
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+# make fuzz: clang with libFuzzer coverage, ASan and UBSan
+ifeq ($(SAN),fuzz)
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
 # Test-only options (-o debug_commit_delay_ms=, -o debug_fail_commit=): in
 # the build the tests use; an installed csifs is built with TEST_OPTS=0.
 TEST_OPTS ?= 1
@@ -63,6 +70,13 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 TOOLS        := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
 PLUGIN_SRCS  := $(wildcard tests/plugin/*.c)
 BENCH_SRCS   := $(wildcard tests/bench/*.c)
+CRASH_SRCS   := $(wildcard tests/crash/*.c)
+ROUNDS       ?= 50
+STRESS_SRCS  := $(wildcard tests/stress/*.c)
+STRESS_SECONDS ?= 60
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/*.c))
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang-14
 
 # `make` builds these; the hook (scripts/csi-plugin-hook) is a script.
 PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
@@ -75,7 +89,7 @@ CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
 # valgrind is too slow for CI).
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events store store_crash store_refuse),$(UNIT_TESTS))
 
-.PHONY: all tests deps run demo test test-asan check bench install uninstall clean
+.PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress install uninstall clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
 .SECONDARY:
 all: $(PROGS)
@@ -109,6 +123,25 @@ check: tests
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH)
 	@sh scripts/bench.sh "$(BUILD)"
+
+# SIGKILL csifs under 1, 4 and 8 writers, restart, check (tests/crash/main.c).
+crash-test: deps
+	@$(MAKE) --no-print-directory $(BUILD)/csifs $(BUILD)/csi-test-plugin $(BUILD)/csifs-crash-test
+	@BUILD="$(BUILD)" $(BUILD)/csifs-crash-test $(ROUNDS)
+
+# libFuzzer targets (tests/fuzz), FUZZ_SECONDS each; a crash saves its
+# reproducer under build/fuzz/artifacts/<target>/ and fails.
+fuzz: deps
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=$(FUZZ_CC) SAN=fuzz OPT=-O1 fuzz-bins
+	@sh tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+
+# 8 random writers + an events reader against the ASan build (tests/stress).
+stress: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 build/asan/csifs \
+	  build/asan/csi-test-plugin build/asan/csifs-stress
+	@BUILD=build/asan CSIFS_TEST_SLACK=3 build/asan/csifs-stress $(STRESS_SECONDS)
 
 # The unit's ExecStart names the installed csifs: scripts/csifs.service says
 # /usr/local/bin, rewritten to $(BINDIR) here.
@@ -163,6 +196,19 @@ $(BUILD)/csi-test-plugin: $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB)
 $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/csifs-crash-test: $(CRASH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/csifs-stress: $(STRESS_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)

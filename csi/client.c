@@ -1,11 +1,13 @@
 /* csi: channels, calls and the completion-queue thread (see client.h).
  *
  * Locking: one mutex per client guards its channel list, each channel's call
- * list and generation, and the in-flight count. It is never held while a
- * callback runs, so callbacks may start calls. gRPC never calls back into
+ * list and generation, every gen's watch state, the doomed list and the
+ * in-flight count. It is never held while a callback runs, so callbacks may
+ * start calls. gRPC never calls back into
  * this file synchronously: completions arrive only on the queue's thread.
  */
 #include "csi/client.h"
+#include "registry/defaults.h"
 
 #include <errno.h>
 #include <grpc/byte_buffer.h>
@@ -22,17 +24,30 @@
 #include <sys/un.h>
 #include <time.h>
 
-#define QUEUE_WAKE_MS 1000        /* the thread's cq_next timeout */
 #define MAX_REPLY_BYTES 65536     /* CSI limits replies to a few KiB */
 
-/* One gRPC channel. A csi_chan moves to a new one after a transport failure;
- * the old one is destroyed when its last call completes. */
+/* What a completion-queue tag is: the first member of struct gen and call. */
+enum tag_kind { TAG_CALL, TAG_WATCH };
+
+/* One gRPC channel. A csi_chan moves to a new one after a transport failure
+ * or a lost connection; the old one is destroyed when its last call
+ * completes, and freed when its connectivity watch has come back too (gRPC
+ * core delivers it after grpc_channel_destroy, as SHUTDOWN). */
 struct gen {
-    grpc_channel *ch;
+    enum tag_kind tag;            /* TAG_WATCH: the watch's tag is the gen */
+    grpc_channel *ch;             /* NULL once destroyed */
+    struct csi_chan *chan;        /* while it is chan's current one, else NULL */
     unsigned refs;                /* 1 while current, + 1 per call on it */
+    grpc_connectivity_state seen; /* the state the pending watch started from */
+    bool watching;                /* a watch is pending */
+    bool doomed;                  /* unused, destroyed once no longer CONNECTING */
+    LIST_ENTRY(gen) dlink;        /* in client->doomed while doomed */
+    struct csi_client *client;
+    bool was_ready;               /* READY since the last loss */
 };
 
 struct call {
+    enum tag_kind tag;            /* TAG_CALL */
     LIST_ENTRY(call) link;        /* in chan->calls */
     struct csi_chan *chan;
     struct gen *gen;
@@ -54,6 +69,9 @@ struct csi_chan {
     LIST_HEAD(, call) calls;      /* in flight */
     struct gen *cur;              /* NULL: dial at the next call */
     bool closed;
+    csi_lost_callback *lost_cb;   /* csi_chan_on_lost */
+    void *lost_arg;
+    uint64_t lost_cookie;
     char path[];
 };
 
@@ -64,21 +82,27 @@ struct csi_client {
     grpc_channel_credentials *creds;
     pthread_t thread;
     LIST_HEAD(, csi_chan) chans;
+    LIST_HEAD(, gen) doomed;      /* unused channels still connecting */
     unsigned inflight;            /* started calls whose callback has not returned */
     bool closing;
 };
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- generations (under client->mu) ---- */
 
-static struct gen *gen_new(struct csi_client *c, const char *path)
+static void watch_arm(struct csi_client *c, struct gen *g)
 {
+    g->seen = grpc_channel_check_connectivity_state(g->ch, 0);
+    /* a lame channel (never for a checked path) would only time out */
+    if (g->seen == GRPC_CHANNEL_SHUTDOWN)
+        return;
+    g->watching = true;
+    grpc_channel_watch_connectivity_state(g->ch, g->seen, gpr_inf_future(GPR_CLOCK_MONOTONIC),
+                                          c->cq, g);
+}
+
+static struct gen *gen_new(struct csi_client *c, struct csi_chan *chan)
+{
+    const char *path = chan->path;
     char target[sizeof("unix:") + sizeof(((struct sockaddr_un *)0)->sun_path)];
     grpc_arg args[] = {
         { .type = GRPC_ARG_STRING, .key = GRPC_ARG_DEFAULT_AUTHORITY,
@@ -95,6 +119,14 @@ static struct gen *gen_new(struct csi_client *c, const char *path)
         { .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0 },
         { .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
           .value.integer = MAX_REPLY_BYTES },
+        /* extras a unix socket to one local plugin does not need (measured:
+         * buffer and HPACK sizes change nothing of the ~42 KiB a channel
+         * takes after a Probe, against ~38 KiB bare; the connectivity
+         * watch ~0.7 KiB, the local subchannel pool ~0.6 KiB) */
+        { .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_CHANNELZ, .value.integer = 0 },
+        { .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION,
+          .value.integer = 1 },
+        { .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_HTTP2_BDP_PROBE, .value.integer = 0 },
     };
     grpc_channel_args ca = { .num_args = sizeof(args) / sizeof(args[0]), .args = args };
     struct gen *g = calloc(1, sizeof(*g));
@@ -106,16 +138,42 @@ static struct gen *gen_new(struct csi_client *c, const char *path)
         free(g);
         return NULL;
     }
+    g->tag = TAG_WATCH;
+    g->client = c;
     g->refs = 1;
+    g->chan = chan;
+    if (grpc_channel_check_connectivity_state(g->ch, 0) == GRPC_CHANNEL_IDLE)
+        watch_arm(c, g);        /* else a lame channel: nothing to watch */
     return g;
 }
 
 static void gen_unref(struct gen *g)
 {
     if (g && --g->refs == 0) {
-        grpc_channel_destroy(g->ch);
-        free(g);
+        /* gRPC core 29 strands the connection of a channel destroyed while
+         * it connects: wait for its watch to see the attempt end */
+        if (g->watching &&
+            grpc_channel_check_connectivity_state(g->ch, 0) == GRPC_CHANNEL_CONNECTING) {
+            g->doomed = true;
+            LIST_INSERT_HEAD(&g->client->doomed, g, dlink);
+            return;
+        }
+        grpc_channel_destroy(g->ch);    /* the pending watch comes back */
+        g->ch = NULL;
+        if (!g->watching)
+            free(g);
     }
+}
+
+/* chan's current gRPC channel is no longer used for new calls. */
+static void gen_retire(struct csi_chan *chan)
+{
+    struct gen *g = chan->cur;
+    if (!g)
+        return;
+    chan->cur = NULL;
+    g->chan = NULL;
+    gen_unref(g);
 }
 
 /* ---- the completion-queue thread ---- */
@@ -133,18 +191,18 @@ static void call_result(struct call *k, int success, struct csi_result *res)
     res->status = success ? k->status : GRPC_STATUS_UNKNOWN;
     if (res->status != GRPC_STATUS_OK) {
         char *msg = success ? grpc_slice_to_c_string(k->details) : NULL;
-        res->reason = csi_reason(res->status, msg ? msg : "call failed", k->chan->path,
+        res->reason = csi_reason(k->method, res->status, msg ? msg : "call failed",
                                  k->timeout_ms);
         gpr_free(msg);
         return;
     }
     if (!k->recv) {
-        res->reason = strdup("bad response: no reply message");
+        res->reason = strdup("protocol: no reply message");
         return;
     }
     grpc_byte_buffer_reader rd;
     if (!grpc_byte_buffer_reader_init(&rd, k->recv)) {
-        res->reason = strdup("bad response: unreadable reply");
+        res->reason = strdup("protocol: unreadable reply");
         return;
     }
     grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
@@ -172,7 +230,7 @@ static void call_free(struct call *k)
 
 static void chan_free(struct csi_chan *ch)
 {
-    gen_unref(ch->cur);
+    gen_retire(ch);
     free(ch);
 }
 
@@ -180,15 +238,13 @@ static void chan_free(struct csi_chan *ch)
  * returned, so a callback may use its own channel even if it was closed. */
 static void call_done(struct csi_client *c, struct call *k, int success)
 {
-    int64_t end_ns = now_ns();
+    int64_t end_ns = csifs_mono_ns();
     struct csi_result res = { 0 };
     /* the mutex also orders this thread after call_start_locked's writes */
     pthread_mutex_lock(&c->mu);
     struct csi_chan *ch = k->chan;
-    if ((!success || transport_failure(k->status)) && k->gen == ch->cur) {
-        gen_unref(ch->cur);     /* the next call dials afresh */
-        ch->cur = NULL;
-    }
+    if ((!success || transport_failure(k->status)) && k->gen == ch->cur)
+        gen_retire(ch);         /* the next call dials afresh */
     gen_unref(k->gen);
     k->gen = NULL;
     pthread_mutex_unlock(&c->mu);
@@ -208,16 +264,58 @@ static void call_done(struct csi_client *c, struct call *k, int success)
     call_free(k);
 }
 
+/* A connectivity watch came back: the state of g's channel changed, or the
+ * channel was destroyed. A connection lost after READY retires the channel
+ * (the next call dials afresh) and tells the csi_chan's owner. */
+static void watch_done(struct csi_client *c, struct gen *g)
+{
+    csi_lost_callback *cb = NULL;
+    void *arg = NULL;
+    uint64_t cookie = 0;
+    pthread_mutex_lock(&c->mu);
+    g->watching = false;
+    if (!g->ch) {
+        free(g);                /* destroyed: this was its last tag */
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    grpc_connectivity_state st = grpc_channel_check_connectivity_state(g->ch, 0);
+    if (g->doomed && st != GRPC_CHANNEL_CONNECTING) {
+        LIST_REMOVE(g, dlink);
+        grpc_channel_destroy(g->ch);
+        free(g);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    bool lost = g->was_ready && st != GRPC_CHANNEL_READY;
+    g->was_ready = st == GRPC_CHANNEL_READY;
+    struct csi_chan *ch = g->chan;
+    watch_arm(c, g);            /* before any unref: the tag frees g at the end */
+    if (lost && ch && ch->cur == g && !ch->closed) {
+        cb = ch->lost_cb;
+        arg = ch->lost_arg;
+        cookie = ch->lost_cookie;
+        gen_retire(ch);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (cb)
+        cb(arg, cookie);
+}
+
 static void *queue_thread(void *arg)
 {
     struct csi_client *c = arg;
     for (;;) {
-        gpr_timespec wake = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                         gpr_time_from_millis(QUEUE_WAKE_MS, GPR_TIMESPAN));
-        grpc_event ev = grpc_completion_queue_next(c->cq, wake, NULL);
+        /* no timeout: sleeps until there is work; shutdown wakes it */
+        grpc_event ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
+                                                   NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             return NULL;
-        if (ev.type == GRPC_OP_COMPLETE)
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        if (*(enum tag_kind *)ev.tag == TAG_WATCH)
+            watch_done(c, ev.tag);
+        else
             call_done(c, ev.tag, ev.success);
     }
 }
@@ -235,6 +333,7 @@ int csi_client_new(struct csi_client **out)
         return -rc;
     }
     LIST_INIT(&c->chans);
+    LIST_INIT(&c->doomed);
     rc = pthread_cond_init(&c->idle, NULL);
     if (rc)
         goto fail_mutex;
@@ -285,6 +384,13 @@ void csi_client_free(struct csi_client *c)
     while ((ch = LIST_FIRST(&c->chans))) {
         LIST_REMOVE(ch, link);
         chan_free(ch);
+    }
+    struct gen *g;
+    while ((g = LIST_FIRST(&c->doomed))) {   /* their watches come back now */
+        LIST_REMOVE(g, dlink);
+        g->doomed = false;
+        grpc_channel_destroy(g->ch);
+        g->ch = NULL;
     }
     pthread_mutex_unlock(&c->mu);
 
@@ -344,6 +450,27 @@ const char *csi_chan_path(const struct csi_chan *ch)
     return ch->path;
 }
 
+void csi_chan_on_lost(struct csi_chan *ch, csi_lost_callback *cb, void *arg, uint64_t cookie)
+{
+    struct csi_client *c = ch->client;
+    pthread_mutex_lock(&c->mu);
+    ch->lost_cb = cb;
+    ch->lost_arg = arg;
+    ch->lost_cookie = cookie;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void csi_chan_reset(struct csi_chan *ch)
+{
+    if (!ch)
+        return;
+    struct csi_client *c = ch->client;
+    pthread_mutex_lock(&c->mu);
+    chan_cancel_calls(ch);
+    gen_retire(ch);
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* ---- calls ---- */
 
 /* Under client->mu: create k's gRPC call on the channel's current
@@ -353,7 +480,7 @@ static int call_start_locked(struct csi_chan *ch, struct call *k, const char *pa
     struct csi_client *c = ch->client;
     if (ch->closed || c->closing)
         return -ESHUTDOWN;
-    if (!ch->cur && !(ch->cur = gen_new(c, ch->path)))
+    if (!ch->cur && !(ch->cur = gen_new(c, ch)))
         return -ENOMEM;
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_millis(k->timeout_ms, GPR_TIMESPAN));
@@ -379,7 +506,7 @@ static int call_start_locked(struct csi_chan *ch, struct call *k, const char *pa
     ops[5].data.recv_status_on_client.status_details = &k->details;
     /* call_done reads k only after taking the mutex, held here */
     k->chan = ch;
-    k->start_ns = now_ns();
+    k->start_ns = csifs_mono_ns();
     if (grpc_call_start_batch(k->call, ops, 6, k, NULL) != GRPC_CALL_OK)
         return -EIO;
     k->gen = ch->cur;
@@ -401,6 +528,7 @@ static int call_start(struct csi_chan *ch, enum csi_method m, const char *path, 
     k->timeout_ms = timeout_ms;
     k->cb = cb;
     k->arg = arg;
+    k->tag = TAG_CALL;
     k->details = grpc_empty_slice();
     grpc_metadata_array_init(&k->head);
     grpc_metadata_array_init(&k->trailers);

@@ -4,8 +4,10 @@
  * on it (so gRPC makes I/O progress); every call is asynchronous on that
  * queue, carries its own deadline, and its callback runs on that thread.
  * One csi_chan per plugin socket path (target "unix:<path>", authority
- * "localhost"). A call that ends UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN or
- * INTERNAL makes the channel's next call use a fresh gRPC channel (its own
+ * "localhost"); its connectivity is watched on the same queue, so a lost
+ * connection is reported at once (csi_chan_on_lost). The thread sleeps
+ * until there is work. A call that ends UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN or
+ * INTERNAL, or a lost connection, makes the channel's next call use a fresh gRPC channel (its own
  * connection; reconnect backoff 100 ms, capped at 5 s), so gRPC's backoff
  * never delays the caller's schedule: a plugin restarted on the same socket
  * is reached by the next call.
@@ -20,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum csi_method {
     CSI_PROBE,
@@ -37,7 +40,8 @@ const char *csi_method_path(enum csi_method m);
 int csi_method_from_path(const char *path);
 
 /* The outcome of one call. Strings are malloc'd; decoded strings have
- * control characters replaced by '?', so each fits one line of a file. */
+ * control characters and invalid UTF-8 replaced by '?', so each fits one
+ * line of a file. */
 struct csi_result {
     enum csi_method method;
     bool ok;               /* status OK and the reply decoded */
@@ -62,20 +66,37 @@ struct csi_result {
 void csi_result_clear(struct csi_result *res);
 
 /* Decode the protobuf reply of method m (bytes without the gRPC frame) into
- * res (ok = true). Undecodable: -EBADMSG, res->reason "bad response:
- * undecodable <Method> reply (<n> bytes)". -ENOMEM. (A call whose status is
- * OK without a reply message fails with "bad response: no reply message".) */
+ * res (ok = true). Undecodable: -EBADMSG, res->reason "protocol:
+ * undecodable <Method> reply (<n> bytes)". A NodeGetInfo that no
+ * fingerprint may hold: -EPROTO, "fingerprint: node_id over 256 bytes" or
+ * "fingerprint: bad topology key" (a key or value with '=', ' ' or '\n').
+ * -ENOMEM. (A call whose status is OK without a reply message fails with
+ * "protocol: no reply message".) Decoded strings: control characters and
+ * every byte of an invalid UTF-8 sequence as '?'. */
 int csi_decode(enum csi_method m, const void *buf, size_t len, struct csi_result *res);
 
-/* The reason of a failed call, malloc'd (NULL on ENOMEM):
- *   UNAVAILABLE, and a direct connect() to socket_path fails:
- *                       "connect: <strerror>" ("connect: Connection refused")
- *   DEADLINE_EXCEEDED:  "probe timed out after <d>", <d> = timeout_ms as
- *                       "5s" when whole seconds, else "1500ms"
- *   otherwise:          "<STATUS_NAME>: <message>" ("UNIMPLEMENTED: ..."),
- *                       just "<STATUS_NAME>" when message is empty;
- * message cut to 256 bytes and control characters replaced by '?'. */
-char *csi_reason(int status, const char *message, const char *socket_path, int timeout_ms);
+/* The reason of a failed call of method m, malloc'd (NULL on ENOMEM), short
+ * and stable (DESIGN section 3), never a socket path or gRPC's internals:
+ *   DEADLINE_EXCEEDED:  "<Method> timed out after <d>" ("NodeGetInfo timed
+ *                       out after 5s"; <d> "1500ms" when not whole seconds)
+ *   gRPC core's own texts (csi_transport_reason): "protocol: not HTTP/2",
+ *                       "protocol: reply over 64 KiB", "UNAVAILABLE:
+ *                       connection closed", "UNAVAILABLE: connection failed"
+ *   otherwise:          "<STATUS_NAME>: <message>", the message's first line
+ *                       cut to 200 bytes, control characters and invalid
+ *                       UTF-8 as '?'; just "<STATUS_NAME>" when empty.
+ * A dial error ("connect: <strerror>") is the caller's diagnosis: see
+ * csi_dial_check. */
+char *csi_reason(enum csi_method m, int status, const char *message, int timeout_ms);
+/* The reason for a status text that gRPC core wrote itself, or NULL. */
+const char *csi_transport_reason(const char *message);
+/* Connect to the unix socket at path directly (non-blocking, closed at
+ * once): 0 if something listens there (a full backlog counts), else the
+ * errno of socket()/connect() (ENOENT, ECONNREFUSED, ...). On 0, *pid (if
+ * pid) is the process that called listen() (SO_PEERCRED), or 0 if unknown.
+ * Blocks for no more than a local connect(); call it off the completion-
+ * queue thread. */
+int csi_dial_check(const char *path, pid_t *pid);
 /* "OK", "CANCELLED", ... "UNAUTHENTICATED"; NULL for another number. */
 const char *csi_status_name(int status);
 /* Status code of a name ("FAILED_PRECONDITION") or number ("9"), or -EINVAL. */
@@ -105,6 +126,15 @@ int csi_chan_open(struct csi_client *c, const char *socket_path, struct csi_chan
  * (csi_call on it gives -ESHUTDOWN); elsewhere it is gone. */
 void csi_chan_close(struct csi_chan *ch);
 const char *csi_chan_path(const struct csi_chan *ch);
+/* Runs on the completion-queue thread when the channel's connection, once
+ * READY, is lost (the plugin exited or closed it); the next call dials
+ * afresh. The channel's connectivity is watched (no polling). Keep it short. */
+typedef void csi_lost_callback(void *arg, uint64_t cookie);
+/* Set (or with cb NULL clear) the channel's lost-connection callback. */
+void csi_chan_on_lost(struct csi_chan *ch, csi_lost_callback *cb, void *arg, uint64_t cookie);
+/* Cancel the channel's calls in flight (their callbacks run) and drop its
+ * connection: the next call dials afresh. NULL is a no-op. */
+void csi_chan_reset(struct csi_chan *ch);
 
 /* Start method m with a deadline of timeout_ms (> 0). On 0, cb(arg, res)
  * runs exactly once; on error never. -EINVAL, -ENOMEM, -ESHUTDOWN (channel

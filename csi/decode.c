@@ -9,6 +9,7 @@
 #include <string.h>
 
 #define STRING_MAX 4096   /* a decoded string longer than this is cut */
+#define NODE_ID_MAX 256   /* the CSI spec's bound on node_id */
 
 /* Capability kinds: the text prefix and the enum that names the values. */
 enum cap_kind { CAP_PLUGIN, CAP_EXPANSION, CAP_NODE, CAP_CONTROLLER };
@@ -249,10 +250,29 @@ static int topology_text(const Csi__V1__Topology *t, char **out)
     return rc ? rc : rc2;
 }
 
+/* A topology key or value that `key=value` lines cannot show. */
+static bool bad_segment(const char *s)
+{
+    return s && s[strcspn(s, "= \n")] != '\0';
+}
+
+/* A fingerprint the registry must refuse: res->reason, -EPROTO. */
+static int refuse(struct csi_result *res, const char *why)
+{
+    res->reason = strdup(why);
+    return res->reason ? -EPROTO : -ENOMEM;
+}
+
 static int dec_node_info(const ProtobufCMessage *msg, enum cap_kind kind, struct csi_result *res)
 {
     const Csi__V1__NodeGetInfoResponse *p = (const Csi__V1__NodeGetInfoResponse *)msg;
     (void)kind;
+    if (p->node_id && strlen(p->node_id) > NODE_ID_MAX)
+        return refuse(res, "fingerprint: node_id over 256 bytes");
+    for (size_t i = 0; p->accessible_topology && i < p->accessible_topology->n_segments; i++)
+        if (bad_segment(p->accessible_topology->segments[i]->key) ||
+            bad_segment(p->accessible_topology->segments[i]->value))
+            return refuse(res, "fingerprint: bad topology key");
     res->max_volumes = p->max_volumes_per_node;
     res->node_id = csi_dup_line(p->node_id, STRING_MAX);
     if (!res->node_id)
@@ -269,7 +289,7 @@ int csi_decode(enum csi_method m, const void *buf, size_t len, struct csi_result
     ProtobufCMessage *msg = protobuf_c_message_unpack(methods[m].reply, NULL, len, buf);
     if (!msg) {
         const char *name = strrchr(methods[m].path, '/') + 1;
-        if (asprintf(&res->reason, "bad response: undecodable %s reply (%zu bytes)", name, len) < 0)
+        if (asprintf(&res->reason, "protocol: undecodable %s reply (%zu bytes)", name, len) < 0)
             res->reason = NULL;
         return -EBADMSG;
     }

@@ -3,9 +3,12 @@
 #define CSIFS_CSI_INTERNAL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* A malloc'd copy of s, at most max bytes (cut on a UTF-8 character
- * boundary), control characters replaced by '?'. NULL on ENOMEM. */
+ * boundary), control characters and every byte of an invalid UTF-8
+ * sequence (overlong, surrogate, beyond U+10FFFF, truncated) replaced by
+ * '?'. NULL on ENOMEM. */
 char *csi_dup_line(const char *s, size_t max);
 
 #endif

@@ -1,168 +1,26 @@
-/* csi prober: life cycle, the scheduler thread, the instance table and the
- * timer heap (see prober.h; the rounds are in prober_round.c, the socket
- * file watches in prober_watch.c). */
+/* csi prober: the top layer: life cycle, the scheduler thread, the
+ * registry subscription, and bringing each instance in line with the
+ * registry (see prober.h and prober_int.h for the layers below). */
 #include "csi/prober_int.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <search.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <syslog.h>
-#include <time.h>
 #include <unistd.h>
 
-int64_t pr_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void pr_log(struct csi_prober *p, int prio, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (p->o.log)
-        p->o.log(prio, "%s", msg);
-    else
-        fprintf(stderr, "csifs: prober: %s\n", msg);
-}
-
-/* Any thread: make the scheduler look at its queues. */
-void pr_wake(struct csi_prober *p)
-{
-    uint64_t one = 1;
-    /* fails only when the counter would overflow: it is awake anyway */
-    (void)!write(p->wake_fd, &one, sizeof(one));
-}
-
-/* ---- the timer heap (a binary min-heap on due_ms) ---- */
-
-static void heap_put(struct csi_prober *p, size_t at, struct pinst *pi)
-{
-    p->heap[at] = pi;
-    pi->heap_at = at;
-}
-
-static void heap_up(struct csi_prober *p, size_t at)
-{
-    while (at > 0) {
-        size_t up = (at - 1) / 2;
-        struct pinst *a = p->heap[at], *b = p->heap[up];
-        if (b->due_ms <= a->due_ms)
-            break;
-        heap_put(p, at, b);
-        heap_put(p, up, a);
-        at = up;
-    }
-}
-
-static void heap_down(struct csi_prober *p, size_t at)
-{
-    for (;;) {
-        size_t l = 2 * at + 1, r = l + 1, min = at;
-        if (l < p->nheap && p->heap[l]->due_ms < p->heap[min]->due_ms)
-            min = l;
-        if (r < p->nheap && p->heap[r]->due_ms < p->heap[min]->due_ms)
-            min = r;
-        if (min == at)
-            return;
-        struct pinst *a = p->heap[at];
-        heap_put(p, at, p->heap[min]);
-        heap_put(p, min, a);
-        at = min;
-    }
-}
-
-static void heap_remove(struct csi_prober *p, struct pinst *pi)
-{
-    size_t at = pi->heap_at;
-    if (at == PR_UNSCHEDULED)
-        return;
-    pi->heap_at = PR_UNSCHEDULED;
-    struct pinst *last = p->heap[--p->nheap];
-    if (at == p->nheap)
-        return;
-    heap_put(p, at, last);
-    heap_up(p, at);
-    heap_down(p, last->heap_at);
-}
-
-/* Never fails: pinst_new keeps room for every instance. */
-void pr_schedule(struct csi_prober *p, struct pinst *pi, int64_t due_ms)
-{
-    heap_remove(p, pi);
-    pi->due_ms = due_ms;
-    heap_put(p, p->nheap++, pi);
-    heap_up(p, pi->heap_at);
-}
-
-/* ---- the instance table ---- */
-
-static int cmp_seq(const void *a, const void *b)
-{
-    uint64_t x = ((const struct pinst *)a)->seq, y = ((const struct pinst *)b)->seq;
-    return x < y ? -1 : x > y;
-}
-
-struct pinst *pr_find(struct csi_prober *p, uint64_t seq)
-{
-    struct pinst key = { .seq = seq };
-    void **n = tfind(&key, &p->tree, cmp_seq);
-    return n ? *n : NULL;
-}
-
-static struct pinst *pinst_new(struct csi_prober *p, uint64_t seq, enum reg_type type)
-{
-    if (p->ninst == p->heap_cap) {
-        size_t cap = p->heap_cap ? 2 * p->heap_cap : 64;
-        struct pinst **h = realloc(p->heap, cap * sizeof(*h));
-        if (!h)
-            return NULL;
-        p->heap = h;
-        p->heap_cap = cap;
-    }
-    struct pinst *pi = calloc(1, sizeof(*pi));
-    if (!pi)
-        return NULL;
-    pi->seq = seq;
-    pi->type = type;
-    pi->heap_at = PR_UNSCHEDULED;
-    pi->wd = -1;
-    pi->epoch = ++p->epochs;
-    if (!tsearch(pi, &p->tree, cmp_seq)) {
-        free(pi);
-        return NULL;
-    }
-    LIST_INSERT_HEAD(&p->all, pi, link);
-    p->ninst++;
-    return pi;
-}
-
-static void chan_close(struct pinst *pi)
+/* Forget pi: channel closed, watch and schedule removed, freed. */
+static void drop(struct csi_prober *p, struct pinst *pi)
 {
     csi_chan_close(pi->ch);     /* its calls are cancelled: stale epoch */
     pi->ch = NULL;
-}
-
-void pr_drop(struct csi_prober *p, struct pinst *pi)
-{
-    heap_remove(p, pi);
-    chan_close(pi);
     pr_round_reset(p, pi);
     pr_watch_disarm(p, pi);
-    tdelete(pi, &p->tree, cmp_seq);
-    LIST_REMOVE(pi, link);
-    p->ninst--;
-    free(pi);
+    pr_free(p, pi);
 }
 
 /* The instance, and its socket path as of the same generation. 0; -ENOENT;
@@ -183,7 +41,10 @@ static int read_socket(struct csi_prober *p, uint64_t seq, struct reg_node *n, c
     return -EAGAIN;
 }
 
-void pr_resync(struct csi_prober *p, uint64_t seq, int64_t due_ms)
+/* Read the instance's socket and generation from the registry and bring pi
+ * in line: a new or changed socket closes the channel and schedules a round
+ * at due_ms; no socket or no instance drops it. */
+static void resync(struct csi_prober *p, uint64_t seq, int64_t due_ms)
 {
     struct reg_node n;
     char path[REG_SOCKET_MAX + 1];
@@ -193,24 +54,28 @@ void pr_resync(struct csi_prober *p, uint64_t seq, int64_t due_ms)
         return;
     if (rc < 0 || n.kind != REG_K_INSTANCE || !n.has_socket) {
         if (pi)
-            pr_drop(p, pi);
+            drop(p, pi);
         return;
     }
     if (pi && pi->gen == n.gen)
         return;                         /* nothing changed for the prober */
-    if (!pi && !(pi = pinst_new(p, seq, n.type))) {
+    char *copy = strdup(path);
+    if (!copy || (!pi && !(pi = pr_new(p, seq, n.type)))) {
+        free(copy);
         pr_log(p, LOG_ERR, "%s/%s/%s: cannot probe: %s", reg_type_names[n.type], n.plugin,
                n.alloc, strerror(ENOMEM));
         return;
     }
-    chan_close(pi);
+    csi_chan_close(pi->ch);
+    pi->ch = NULL;
     pr_round_reset(p, pi);
     pr_watch_disarm(p, pi);
     pi->gen = n.gen;
-    memcpy(pi->path, path, sizeof(path));
+    free(pi->path);
+    pi->path = copy;
     pi->poke = false;
     pi->backoff_ms = PR_BACKOFF_MIN_MS;
-    pi->timeout_at_ms = pr_now_ms() + p->o.health_timeout_ms;
+    pi->timeout_at_ms = csifs_mono_ms() + p->o.health_timeout_ms;
     pr_watch_arm(p, pi);
     pr_schedule(p, pi, due_ms);
 }
@@ -267,10 +132,10 @@ static void scan(struct csi_prober *p, bool restored)
             break;
     if (plugins.oom || insts.oom)
         pr_log(p, LOG_ERR, "cannot list the registry: %s", strerror(ENOMEM));
-    int64_t now = pr_now_ms();
+    int64_t now = csifs_mono_ms();
     int64_t spread = p->o.heartbeat_ms < PR_SPREAD_MAX_MS ? p->o.heartbeat_ms : PR_SPREAD_MAX_MS;
     for (size_t k = 0; k < insts.n; k++)
-        pr_resync(p, insts.v[k],
+        resync(p, insts.v[k],
                   restored && k < listed ? now + spread * (int64_t)k / (int64_t)listed : now);
     free(plugins.v);
     free(insts.v);
@@ -308,12 +173,41 @@ static void take_batch(struct csi_prober *p, struct batch *b)
     pthread_mutex_unlock(&p->mu);
 }
 
-static int poll_timeout(struct csi_prober *p)
+/* What a round step told the caller to do with the instance. */
+static void obey(struct csi_prober *p, struct pinst *pi, enum pr_verdict v)
 {
-    if (!p->nheap)
-        return -1;
-    int64_t ms = p->heap[0]->due_ms - pr_now_ms();
-    return ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
+    if (v == PR_DROP)
+        drop(p, pi);
+    else if (v == PR_RESYNC)
+        resync(p, pi->seq, csifs_mono_ms());
+}
+
+/* inotify: the socket file appeared (probe at once, with a fingerprint), or
+ * went away (close the channel and probe afresh: the dial then fails). */
+static void socket_file(struct csi_prober *p, struct pinst *pi, bool created)
+{
+    if (!created) {
+        csi_chan_close(pi->ch);
+        pi->ch = NULL;
+        pr_round_reset(p, pi);
+    }
+    pr_poke(p, pi);
+}
+
+static void handle_done(struct csi_prober *p, struct pdone *d)
+{
+    if (d->lost) {
+        /* a healthy plugin's connection broke: probe at once */
+        struct pinst *pi = pr_find(p, d->seq);
+        if (pi)
+            pr_poke(p, pi);
+        free(d);
+        return;
+    }
+    struct pinst *pi;
+    enum pr_verdict v = pr_round_done(p, d, &pi);
+    if (pi)
+        obey(p, pi, v);
 }
 
 static void *scheduler(void *arg)
@@ -329,9 +223,9 @@ static void *scheduler(void *arg)
         }
         if (b.all && !b.stop)
             scan(p, false);
-        int64_t now = pr_now_ms();
+        int64_t now = csifs_mono_ms();
         for (size_t k = 0; k < b.ndirty && !b.stop; k++)
-            pr_resync(p, b.dirty[k], now);
+            resync(p, b.dirty[k], now);
         free(b.dirty);
         struct pdone *d;
         while ((d = STAILQ_FIRST(&b.done))) {
@@ -339,26 +233,24 @@ static void *scheduler(void *arg)
             if (b.stop)
                 free_done(d);
             else
-                pr_round_done(p, d);
+                handle_done(p, d);
         }
         if (b.stop)
             return NULL;
-        now = pr_now_ms();
-        while (p->nheap && p->heap[0]->due_ms <= now) {
-            struct pinst *pi = p->heap[0];
-            heap_remove(p, pi);
-            pr_round_start(p, pi);
-        }
+        now = csifs_mono_ms();
+        struct pinst *pi;
+        while ((pi = pr_take_due(p, now + PR_BATCH_MS)))
+            obey(p, pi, pr_round_start(p, pi));
         struct pollfd fds[2] = { { .fd = p->wake_fd, .events = POLLIN },
                                  { .fd = p->ino_fd, .events = POLLIN } };
-        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, b.go ? poll_timeout(p) : -1) < 0 &&
+        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, b.go ? pr_next_timeout(p) : -1) < 0 &&
             errno != EINTR)
             pr_log(p, LOG_ERR, "poll: %s", strerror(errno));
         uint64_t n;
         if (fds[0].revents & POLLIN)
             (void)!read(p->wake_fd, &n, sizeof(n));
         if (fds[1].revents & POLLIN)
-            pr_watch_read(p);
+            pr_watch_read(p, socket_file);
     }
 }
 
@@ -404,11 +296,11 @@ int csi_prober_start(struct csi_prober **out, struct reg *reg, const struct csi_
     if (o)
         p->o = *o;
     if (p->o.heartbeat_ms <= 0)
-        p->o.heartbeat_ms = 30000;
+        p->o.heartbeat_ms = CSIFS_HEARTBEAT_MS;
     if (p->o.probe_timeout_ms <= 0 || p->o.probe_timeout_ms > INT_MAX)
-        p->o.probe_timeout_ms = p->o.probe_timeout_ms <= 0 ? 5000 : INT_MAX;
+        p->o.probe_timeout_ms = p->o.probe_timeout_ms <= 0 ? CSIFS_PROBE_TIMEOUT_MS : INT_MAX;
     if (p->o.health_timeout_ms <= 0)
-        p->o.health_timeout_ms = 30000;
+        p->o.health_timeout_ms = CSIFS_HEALTH_TIMEOUT_MS;
     p->ino_fd = -1;
     LIST_INIT(&p->all);
     STAILQ_INIT(&p->done);
@@ -417,8 +309,6 @@ int csi_prober_start(struct csi_prober **out, struct reg *reg, const struct csi_
         rc = -errno;
     if (rc == 0)
         rc = pr_watch_init(p);
-    if (rc == 0)
-        rc = csi_client_new(&p->client);
     if (rc == 0 && (rc = -pthread_create(&p->thread, NULL, scheduler, p)) == 0)
         p->joinable = true;
     /* last: once subscribed, p must outlive the registry's mutations */
@@ -454,7 +344,7 @@ void csi_prober_stop(struct csi_prober *p)
     }
     struct pinst *pi;
     while ((pi = LIST_FIRST(&p->all)))
-        pr_drop(p, pi);
+        drop(p, pi);
     csi_client_free(p->client);     /* the callbacks of cancelled calls run */
     p->client = NULL;
     pthread_mutex_lock(&p->mu);

@@ -1,5 +1,11 @@
 /* csi prober: internals shared by csi/prober*.c (not part of the contract).
  *
+ * Layers, each using only those below it:
+ *   prober.c        the scheduler thread, the registry subscription, resync
+ *   prober_round.c  one round per instance (calls, result, next schedule)
+ *   prober_watch.c  inotify on the sockets' directories
+ *   prober_table.c  the instance table, the timer heap, logging, wake-ups
+ *
  * Threads: the scheduler thread owns every struct pinst, the heap, the
  * instance tree and the watch table (no lock). Others only hand it work
  * through the queues under csi_prober.mu and wake it through wake_fd.
@@ -7,6 +13,7 @@
 #ifndef CSIFS_CSI_PROBER_INT_H
 #define CSIFS_CSI_PROBER_INT_H
 
+#include "registry/defaults.h"
 #include "csi/client.h"
 #include "csi/prober.h"
 
@@ -19,45 +26,44 @@
 #define PR_BACKOFF_MIN_MS 100
 #define PR_BACKOFF_MAX_MS 5000
 #define PR_SPREAD_MAX_MS 5000      /* restored instances: over min(heartbeat, this) */
-#define PR_UNSCHEDULED ((size_t)-1)
+#define PR_UNSCHEDULED UINT32_MAX
+/* A wake-up starts every round due within this many ms (fewer wake-ups; a
+ * round is never more than this early) */
+#define PR_BATCH_MS 4
 
 /* The calls of a round, in order (PR_SERVICE_CAPS: NodeGetCapabilities or
  * ControllerGetCapabilities by type; csi-controller skips PR_NODE_INFO). */
 enum pr_step { PR_PROBE, PR_INFO, PR_PLUGIN_CAPS, PR_NODE_INFO, PR_SERVICE_CAPS };
 
-/* What a round has gathered towards a fingerprint: the fields of the
- * fingerprint calls' results (capabilities of both calls, concatenated). */
-struct pr_gather {
-    struct csi_result r;
-    int64_t latency_us;            /* of every call of the round */
-};
-
 /* An instance that has a socket, as the scheduler sees it. */
 struct pinst {
     LIST_ENTRY(pinst) link;        /* csi_prober.all */
     uint64_t seq, gen;             /* registry seq; socket generation probed */
-    enum reg_type type;
-    char path[REG_SOCKET_MAX + 1];
-    struct csi_chan *ch;           /* opened at the first round */
     uint64_t epoch;                /* completions of another epoch are dropped */
+    char *path;                    /* the socket */
+    struct csi_chan *ch;           /* opened at the first round */
+    struct csi_result *fp;         /* what a fingerprint round gathered so far */
+    int64_t due_ms;                /* heap key (monotonic ms) */
+    int64_t timeout_at_ms;         /* health_timeout passes (socket set + timeout) */
+    int64_t latency_us;            /* of every call of the round */
+    uint32_t heap_at;              /* PR_UNSCHEDULED when not in the heap */
+    int32_t backoff_ms;            /* delay after the next failed round */
+    int wd;                        /* inotify watch on the socket's dir, or -1 */
+    uint8_t type;                  /* enum reg_type */
+    uint8_t step;                  /* enum pr_step */
     bool busy;                     /* a round is in flight */
     bool poke;                     /* start the next round as soon as this one ends */
     bool need_fp;                  /* this round fingerprints */
-    bool refresh_fp;               /* the next round fingerprints (socket file re-created) */
-    enum pr_step step;
-    struct pr_gather g;
-    int64_t due_ms;                /* heap key (monotonic ms) */
-    size_t heap_at;                /* PR_UNSCHEDULED when not in the heap */
-    int64_t backoff_ms;            /* delay after the next failed round */
-    int64_t timeout_at_ms;         /* health_timeout passes (socket set + timeout) */
-    int wd;                        /* inotify watch on the socket's dir, or -1 */
+    bool refresh_fp;               /* the next round fingerprints */
 };
 
-/* A finished call, handed from the completion-queue thread. */
+/* Handed from the completion-queue thread: a finished call, or (lost) the
+ * connection of the instance's channel was lost. */
 struct pdone {
     STAILQ_ENTRY(pdone) link;
     struct csi_prober *p;
     uint64_t seq, epoch;
+    bool lost;
     struct csi_result res;
 };
 
@@ -100,40 +106,57 @@ struct csi_prober {
     uint64_t epochs;
 };
 
-int64_t pr_now_ms(void);
+/* ---- prober_table.c ---- */
 /* Any thread: make the scheduler look at its queues. */
 void pr_wake(struct csi_prober *p);
+/* Any thread: queue d for the scheduler and wake it. */
+void pr_queue_done(struct csi_prober *p, struct pdone *d);
 void pr_log(struct csi_prober *p, int prio, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* prober.c */
 struct pinst *pr_find(struct csi_prober *p, uint64_t seq);
-/* Read the instance's socket and generation from the registry and bring pi
- * in line: a new or changed socket closes the channel and schedules a round
- * at due_ms; no socket or no instance drops it. */
-void pr_resync(struct csi_prober *p, uint64_t seq, int64_t due_ms);
-/* Forget pi: channel closed, watch and schedule removed, freed. */
-void pr_drop(struct csi_prober *p, struct pinst *pi);
+/* A new instance in the table (not scheduled), or NULL on ENOMEM. */
+struct pinst *pr_new(struct csi_prober *p, uint64_t seq, enum reg_type type);
+/* Unschedule and free pi (its channel, round and watch already gone). */
+void pr_free(struct csi_prober *p, struct pinst *pi);
+/* (Re)schedule pi at due_ms; never fails (pr_new keeps room for all). */
 void pr_schedule(struct csi_prober *p, struct pinst *pi, int64_t due_ms);
+void pr_unschedule(struct csi_prober *p, struct pinst *pi);
+/* The first instance due by now (taken out of the heap), or NULL. */
+struct pinst *pr_take_due(struct csi_prober *p, int64_t now_ms);
+/* ms until the next due instance; -1 when none. */
+int pr_next_timeout(struct csi_prober *p);
 
-/* prober_round.c */
-/* Start a round on a due instance (may drop or resync it). */
-void pr_round_start(struct csi_prober *p, struct pinst *pi);
-/* Take one finished call (frees d). */
-void pr_round_done(struct csi_prober *p, struct pdone *d);
-/* A round at once (or when the one in flight ends), backoff reset. */
+/* ---- prober_watch.c ---- */
+int pr_watch_init(struct csi_prober *p);
+void pr_watch_fini(struct csi_prober *p);
+/* Watch the socket's directory for the socket file's creation and removal
+ * (best effort: without a watch the schedule alone applies). */
+void pr_watch_arm(struct csi_prober *p, struct pinst *pi);
+void pr_watch_disarm(struct csi_prober *p, struct pinst *pi);
+/* Read the inotify events: fn(p, pi, created) for each instance whose
+ * socket file was created (true) or removed or renamed away (false); on an
+ * overflow, fn(..., true) for every watched instance. */
+void pr_watch_read(struct csi_prober *p,
+                   void (*fn)(struct csi_prober *p, struct pinst *pi, bool created));
+
+/* ---- prober_round.c ---- */
+/* What the caller must do with the instance after a round step. */
+enum pr_verdict {
+    PR_KEEP,       /* in flight or scheduled */
+    PR_DROP,       /* deregistered or socket cleared: forget it */
+    PR_RESYNC,     /* the socket changed meanwhile: read it again */
+};
+/* Start a round on a due instance. */
+enum pr_verdict pr_round_start(struct csi_prober *p, struct pinst *pi);
+/* Take one finished call (not d->lost); *pi_out the instance it was for,
+ * NULL if none (stale: nothing to do). Frees d. */
+enum pr_verdict pr_round_done(struct csi_prober *p, struct pdone *d, struct pinst **pi_out);
+/* A round at once (or when the one in flight ends), backoff reset, with a
+ * fingerprint. */
 void pr_poke(struct csi_prober *p, struct pinst *pi);
 /* Forget what the round gathered and any call in flight. */
 void pr_round_reset(struct csi_prober *p, struct pinst *pi);
-
-/* prober_watch.c */
-int pr_watch_init(struct csi_prober *p);
-void pr_watch_fini(struct csi_prober *p);
-/* Watch the socket's directory for the socket file's creation (best
- * effort: without a watch the backoff alone applies). */
-void pr_watch_arm(struct csi_prober *p, struct pinst *pi);
-void pr_watch_disarm(struct csi_prober *p, struct pinst *pi);
-/* Read the inotify events and poke the instances whose socket appeared. */
-void pr_watch_read(struct csi_prober *p);
+/* Open pi's channel if needed (watched: a lost connection pokes pi). */
+int pr_round_chan(struct csi_prober *p, struct pinst *pi);
 
 #endif

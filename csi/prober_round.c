@@ -1,9 +1,14 @@
 /* csi prober: one round per instance, Probe and (on the way to healthy)
  * the fingerprint calls, one after the other; its result goes to the
- * registry and decides when the next round starts (see prober.h). */
+ * registry and decides when the next round starts (see prober.h). Tells
+ * its caller (prober.c) what to do with the instance; calls nothing above
+ * the watches and the table. */
 #include "csi/prober_int.h"
+#include "csi/internal.h"
+#include "registry/counters.h"
 
 #include <errno.h>
+#include <grpc/status.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,18 +16,12 @@
 
 static enum csi_method step_method(const struct pinst *pi)
 {
-    switch (pi->step) {
-    case PR_PROBE:
-        return CSI_PROBE;
-    case PR_INFO:
-        return CSI_GET_PLUGIN_INFO;
-    case PR_PLUGIN_CAPS:
-        return CSI_GET_PLUGIN_CAPABILITIES;
-    case PR_NODE_INFO:
-        return CSI_NODE_GET_INFO;
-    case PR_SERVICE_CAPS:
-        break;
-    }
+    static const enum csi_method methods[] = {
+        [PR_PROBE] = CSI_PROBE, [PR_INFO] = CSI_GET_PLUGIN_INFO,
+        [PR_PLUGIN_CAPS] = CSI_GET_PLUGIN_CAPABILITIES, [PR_NODE_INFO] = CSI_NODE_GET_INFO,
+    };
+    if (pi->step != PR_SERVICE_CAPS)
+        return methods[pi->step];
     return pi->type == REG_NODE ? CSI_NODE_GET_CAPABILITIES : CSI_CONTROLLER_GET_CAPABILITIES;
 }
 
@@ -30,13 +29,36 @@ static enum csi_method step_method(const struct pinst *pi)
 static void call_done(void *arg, struct csi_result *res)
 {
     struct pdone *d = arg;
-    struct csi_prober *p = d->p;
     d->res = *res;
     memset(res, 0, sizeof(*res));      /* the strings move with d */
-    pthread_mutex_lock(&p->mu);
-    STAILQ_INSERT_TAIL(&p->done, d, link);
-    pthread_mutex_unlock(&p->mu);
-    pr_wake(p);
+    pr_queue_done(d->p, d);
+}
+
+/* Completion-queue thread: the instance's connection was lost. */
+static void conn_lost(void *arg, uint64_t seq)
+{
+    struct csi_prober *p = arg;
+    struct pdone *d = calloc(1, sizeof(*d));
+    if (!d)
+        return;         /* the next heartbeat finds it */
+    d->p = p;
+    d->seq = seq;
+    d->lost = true;
+    pr_queue_done(p, d);
+}
+
+int pr_round_chan(struct csi_prober *p, struct pinst *pi)
+{
+    if (pi->ch)
+        return 0;
+    /* gRPC starts with the first socket: its timer thread wakes every
+     * second while it runs, and a csifs with nothing to probe sleeps */
+    int rc = p->client ? 0 : csi_client_new(&p->client);
+    if (rc == 0)
+        rc = csi_chan_open(p->client, pi->path, &pi->ch);
+    if (rc == 0)
+        csi_chan_on_lost(pi->ch, conn_lost, p, pi->seq);
+    return rc;
 }
 
 static int call_step(struct csi_prober *p, struct pinst *pi)
@@ -55,8 +77,12 @@ static int call_step(struct csi_prober *p, struct pinst *pi)
 
 void pr_round_reset(struct csi_prober *p, struct pinst *pi)
 {
-    csi_result_clear(&pi->g.r);
-    pi->g.latency_us = 0;
+    if (pi->fp) {
+        csi_result_clear(pi->fp);
+        free(pi->fp);
+        pi->fp = NULL;
+    }
+    pi->latency_us = 0;
     pi->busy = false;
     pi->epoch = ++p->epochs;           /* whatever is in flight no longer counts */
 }
@@ -69,23 +95,38 @@ void pr_poke(struct csi_prober *p, struct pinst *pi)
         return;
     }
     pi->backoff_ms = PR_BACKOFF_MIN_MS;
-    pr_schedule(p, pi, pr_now_ms());
+    pr_schedule(p, pi, csifs_mono_ms());
+}
+
+/* The heartbeat grid: the instance's phase within the interval comes from
+ * its seq (Fibonacci hashing spreads any run of seqs evenly), and the next
+ * heartbeat is the first slot of its phase after now. */
+static int64_t next_slot(const struct csi_prober *p, const struct pinst *pi, int64_t now)
+{
+    int64_t hb = p->o.heartbeat_ms;
+    uint64_t h = pi->seq * UINT64_C(0x9E3779B97F4A7C15);
+    int64_t phase = (int64_t)((h >> 32) * (uint64_t)hb >> 32);
+    int64_t off = (now - phase) % hb;
+    if (off < 0)
+        off += hb;
+    return now - off + hb;
 }
 
 /* When the next round starts, by the health the registry now shows. */
 static void schedule_next(struct csi_prober *p, struct pinst *pi, enum reg_health h)
 {
-    int64_t now = pr_now_ms(), due;
+    int64_t now = csifs_mono_ms(), due;
     if (h == REG_HEALTHY) {
         pi->backoff_ms = PR_BACKOFF_MIN_MS;
-        due = now + p->o.heartbeat_ms;
+        /* after the slot this round may have started early for */
+        due = next_slot(p, pi, now + PR_BATCH_MS);
     } else {
         due = now + pi->backoff_ms;
         pi->backoff_ms = pi->backoff_ms * 2 > PR_BACKOFF_MAX_MS ? PR_BACKOFF_MAX_MS
                                                                : pi->backoff_ms * 2;
         /* one round as health_timeout passes, so `unhealthy` shows on time */
         if (h == REG_UNKNOWN && now < pi->timeout_at_ms && due > pi->timeout_at_ms)
-            due = pi->timeout_at_ms;
+            due = pi->timeout_at_ms + PR_BATCH_MS;   /* not early: after it */
         pr_watch_arm(p, pi);           /* the socket's dir may exist by now */
     }
     if (pi->poke) {
@@ -97,58 +138,74 @@ static void schedule_next(struct csi_prober *p, struct pinst *pi, enum reg_healt
 }
 
 /* The round is over: record it, then schedule the next one. */
-static void finish(struct csi_prober *p, struct pinst *pi, enum reg_outcome outcome,
-                   const char *reason, bool with_fp)
+static enum pr_verdict finish(struct csi_prober *p, struct pinst *pi, enum reg_outcome outcome,
+                              const char *reason)
 {
-    const struct csi_result *g = &pi->g.r;
+    static const struct csi_result none;
+    const struct csi_result *g = pi->fp ? pi->fp : &none;
     struct reg_fingerprint fp = { g->name, g->vendor_version, g->node_id, g->max_volumes,
                                   g->topology, g->capabilities };
     struct reg_probe pr = { .gen = pi->gen, .outcome = outcome, .reason = reason,
-                            .latency_us = pi->g.latency_us, .fp = with_fp ? &fp : NULL };
+                            .latency_us = pi->latency_us };
+    cnt_observe(&cnt.probe[pi->type], pi->latency_us);
+    pid_t pid = 0;
+    if (outcome == REG_PROBE_OK && pi->fp) {
+        /* who listens: the same direct connect() as the dial diagnosis */
+        (void)csi_dial_check(pi->path, &pid);
+        pr.fp = &fp;
+        pr.pid = (int32_t)pid;
+    }
     int rc = reg_probe_result(p->reg, pi->seq, &pr);
     pr_round_reset(p, pi);
     struct reg_node n = { 0 };
-    if (rc == -ENOENT || (rc != -ESTALE && reg_get(p->reg, pi->seq, &n) < 0)) {
-        pr_drop(p, pi);                /* deregistered meanwhile */
-        return;
-    }
-    if (rc == -ESTALE || n.gen != pi->gen) {
-        pr_resync(p, pi->seq, pr_now_ms());   /* the socket changed meanwhile */
-        return;
-    }
+    if (rc == -ENOENT || (rc != -ESTALE && reg_get(p->reg, pi->seq, &n) < 0))
+        return PR_DROP;                /* deregistered meanwhile */
+    if (rc == -ESTALE || n.gen != pi->gen)
+        return PR_RESYNC;              /* the socket changed meanwhile */
     if (rc < 0)
         pr_log(p, LOG_WARNING, "%s/%s/%s: cannot record a probe: %s", reg_type_names[n.type],
                n.plugin, n.alloc, strerror(-rc));
     schedule_next(p, pi, n.health);
+    return PR_KEEP;
 }
 
-static void fail(struct csi_prober *p, struct pinst *pi, int err)
+static enum pr_verdict fail(struct csi_prober *p, struct pinst *pi, int err)
 {
     char reason[128];
     snprintf(reason, sizeof(reason), "internal error: %s", strerror(-err));
-    finish(p, pi, REG_PROBE_ERROR, reason, false);
+    return finish(p, pi, REG_PROBE_ERROR, reason);
 }
 
-void pr_round_start(struct csi_prober *p, struct pinst *pi)
+/* A failed call: its reason, or the dial error under it. The diagnosis is
+ * a direct connect() to the socket, made here on the scheduler thread. */
+static enum pr_verdict failed_call(struct csi_prober *p, struct pinst *pi,
+                                   const struct csi_result *res)
+{
+    int e = res->status == GRPC_STATUS_UNAVAILABLE ? csi_dial_check(pi->path, NULL) : 0;
+    if (!e)
+        return finish(p, pi, REG_PROBE_ERROR, res->reason);
+    char reason[160], buf[128];
+    snprintf(reason, sizeof(reason), "connect: %s", strerror_r(e, buf, sizeof(buf)));
+    return finish(p, pi, REG_PROBE_ERROR, reason);
+}
+
+enum pr_verdict pr_round_start(struct csi_prober *p, struct pinst *pi)
 {
     struct reg_node n;
-    if (reg_get(p->reg, pi->seq, &n) < 0) {
-        pr_drop(p, pi);
-        return;
-    }
-    if (n.gen != pi->gen) {
-        pr_resync(p, pi->seq, pr_now_ms());
-        return;
-    }
+    if (reg_get(p->reg, pi->seq, &n) < 0)
+        return PR_DROP;
+    if (n.gen != pi->gen)
+        return PR_RESYNC;
     pi->need_fp = n.health != REG_HEALTHY || pi->refresh_fp;
     pi->refresh_fp = false;
     pi->busy = true;
     pi->step = PR_PROBE;
-    int rc = pi->ch ? 0 : csi_chan_open(p->client, pi->path, &pi->ch);
+    int rc = pr_round_chan(p, pi);
+    if (rc == 0 && pi->need_fp && !(pi->fp = calloc(1, sizeof(*pi->fp))))
+        rc = -ENOMEM;
     if (rc == 0)
         rc = call_step(p, pi);
-    if (rc < 0)
-        fail(p, pi, rc);
+    return rc < 0 ? fail(p, pi, rc) : PR_KEEP;
 }
 
 /* *dst = the string of the result (taken from it). */
@@ -173,20 +230,16 @@ static int add_caps(struct csi_result *g, const char *src)
 }
 
 /* One call of the round ended well: keep what it said, start the next. */
-static void advance(struct csi_prober *p, struct pinst *pi, struct csi_result *res)
+static enum pr_verdict advance(struct csi_prober *p, struct pinst *pi, struct csi_result *res)
 {
-    struct csi_result *g = &pi->g.r;
+    struct csi_result *g = pi->fp;
     int rc = 0;
     switch (pi->step) {
     case PR_PROBE:
-        if (!res->ready) {
-            finish(p, pi, REG_PROBE_NOT_READY, "not ready", false);
-            return;
-        }
-        if (!pi->need_fp) {
-            finish(p, pi, REG_PROBE_OK, NULL, false);
-            return;
-        }
+        if (!res->ready)
+            return finish(p, pi, REG_PROBE_NOT_READY, "not ready");
+        if (!pi->need_fp)
+            return finish(p, pi, REG_PROBE_OK, NULL);
         break;
     case PR_INFO:
         take(&g->name, &res->name);
@@ -201,10 +254,8 @@ static void advance(struct csi_prober *p, struct pinst *pi, struct csi_result *r
         g->max_volumes = res->max_volumes;
         break;
     case PR_SERVICE_CAPS:
-        if ((rc = add_caps(g, res->capabilities)) == 0) {
-            finish(p, pi, REG_PROBE_OK, NULL, true);   /* may free pi */
-            return;
-        }
+        if ((rc = add_caps(g, res->capabilities)) == 0)
+            return finish(p, pi, REG_PROBE_OK, NULL);
         break;
     }
     if (rc == 0) {
@@ -213,20 +264,21 @@ static void advance(struct csi_prober *p, struct pinst *pi, struct csi_result *r
             pi->step = PR_SERVICE_CAPS;
         rc = call_step(p, pi);
     }
-    if (rc < 0)
-        fail(p, pi, rc);
+    return rc < 0 ? fail(p, pi, rc) : PR_KEEP;
 }
 
-void pr_round_done(struct csi_prober *p, struct pdone *d)
+enum pr_verdict pr_round_done(struct csi_prober *p, struct pdone *d, struct pinst **pi_out)
 {
     struct pinst *pi = pr_find(p, d->seq);
+    enum pr_verdict v = PR_KEEP;
     if (pi && pi->busy && pi->epoch == d->epoch) {
-        pi->g.latency_us += d->res.latency_us;
-        if (d->res.ok)
-            advance(p, pi, &d->res);
-        else
-            finish(p, pi, REG_PROBE_ERROR, d->res.reason, false);
+        pi->latency_us += d->res.latency_us;
+        v = d->res.ok ? advance(p, pi, &d->res) : failed_call(p, pi, &d->res);
+    } else {
+        pi = NULL;
     }
+    *pi_out = pi;
     csi_result_clear(&d->res);
     free(d);
+    return v;
 }

@@ -1,8 +1,10 @@
 /* csi prober: inotify watches on the directories of the sockets, so that a
  * plugin starting (or restarting) on its socket is probed at once rather
- * than at the next step of the backoff. Best effort: where a watch cannot
- * be placed (no such dir yet, a limit) the backoff alone applies, and the
- * watch is tried again after every failed round. */
+ * than at the next step of the backoff, and one whose socket file is
+ * removed or renamed away at once rather than at the next heartbeat. Best
+ * effort: where a watch cannot be placed (no such dir yet, a limit) the
+ * schedule alone applies, and the watch is tried again after every failed
+ * round. Reports to its caller (prober.c); calls nothing above the table. */
 #include "csi/prober_int.h"
 
 #include <errno.h>
@@ -56,12 +58,12 @@ void pr_watch_arm(struct csi_prober *p, struct pinst *pi)
         p->watches = w;
         p->watch_cap = cap;
     }
-    char dir[sizeof(pi->path)];
+    char dir[REG_SOCKET_MAX + 1];
     const char *slash = strrchr(pi->path, '/');
     size_t len = slash == pi->path ? 1 : (size_t)(slash - pi->path);
     memcpy(dir, pi->path, len);
     dir[len] = '\0';
-    int wd = inotify_add_watch(p->ino_fd, dir, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+    int wd = inotify_add_watch(p->ino_fd, dir, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
     if (wd < 0)
         return;
     struct pr_watch *w = watch_find(p, wd);   /* one per dir: shared */
@@ -98,18 +100,23 @@ static void watch_gone(struct csi_prober *p, int wd)
             pi->wd = -1;
 }
 
-/* name created in the dir of wd (any, when name is NULL). */
-static void created(struct csi_prober *p, int wd, const char *name)
+typedef void report_fn(struct csi_prober *p, struct pinst *pi, bool created);
+
+/* name created (or removed) in the dir of wd (any, when name is NULL). */
+static void changed(struct csi_prober *p, int wd, const char *name, bool created,
+                    report_fn *fn)
 {
-    struct pinst *pi;
-    LIST_FOREACH(pi, &p->all, link) {
+    struct pinst *pi, *next;
+    /* fn may drop the instance it is given */
+    for (pi = LIST_FIRST(&p->all); pi; pi = next) {
+        next = LIST_NEXT(pi, link);
         const char *base = strrchr(pi->path, '/') + 1;
         if (pi->wd >= 0 && (wd < 0 || pi->wd == wd) && (!name || !strcmp(base, name)))
-            pr_poke(p, pi);
+            fn(p, pi, created);
     }
 }
 
-void pr_watch_read(struct csi_prober *p)
+void pr_watch_read(struct csi_prober *p, report_fn *fn)
 {
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     ssize_t n;
@@ -118,11 +125,11 @@ void pr_watch_read(struct csi_prober *p)
         for (char *at = buf; at < buf + n; at += sizeof(*ev) + ev->len) {
             ev = (const struct inotify_event *)at;
             if (ev->mask & IN_Q_OVERFLOW)
-                created(p, -1, NULL);
+                changed(p, -1, NULL, true, fn);
             else if (ev->mask & IN_IGNORED)
                 watch_gone(p, ev->wd);
             else if (ev->len)
-                created(p, ev->wd, ev->name);
+                changed(p, ev->wd, ev->name, (ev->mask & (IN_CREATE | IN_MOVED_TO)) != 0, fn);
         }
     }
 }

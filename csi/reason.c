@@ -1,19 +1,15 @@
 /* csi: the short, stable reasons of failed calls (DESIGN section 3). */
 #include "csi/client.h"
 #include "csi/internal.h"
-#include "registry/registry.h"
+#include "registry/defaults.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <grpc/status.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
-#define MESSAGE_MAX 256
+#define MESSAGE_MAX 200     /* bytes of a plugin's message kept */
 
 static const char *const status_names[] = {
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
@@ -43,6 +39,24 @@ int csi_status_parse(const char *s)
     return (int)v;
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+    /* overlong, surrogates, beyond U+10FFFF */
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) ||
+        (c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
+}
+
 char *csi_dup_line(const char *s, size_t max)
 {
     size_t n = strnlen(s, max + 1);
@@ -54,41 +68,60 @@ char *csi_dup_line(const char *s, size_t max)
     char *d = malloc(n + 1);
     if (!d)
         return NULL;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        d[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_len(u + i, n - i);
+        if (len == 0 || u[i] < 0x20 || u[i] == 0x7f) {
+            d[o++] = '?';   /* a control character or a byte of a bad sequence */
+            i++;
+            continue;
+        }
+        memcpy(d + o, u + i, len);
+        o += len;
+        i += len;
     }
-    d[n] = '\0';
+    d[o] = '\0';
     return d;
 }
 
-/* 0 if something accepts connections on path, else the errno of connect(). */
-static int connect_errno(const char *path)
+/* Texts gRPC core itself puts in a status (not the plugin's), and what a
+ * reason says instead: never a socket path or gRPC's internals. */
+static const struct {
+    const char *fragment, *reason;
+} transport_texts[] = {
+    { "Failed parsing HTTP/2", "protocol: not HTTP/2" },
+    { "Received message larger than max", "protocol: reply over 64 KiB" },
+    { "Socket closed", "UNAVAILABLE: connection closed" },
+    { "Connection reset", "UNAVAILABLE: connection closed" },
+    { "Broken pipe", "UNAVAILABLE: connection closed" },
+    { "Transport closed", "UNAVAILABLE: connection closed" },
+    { "GOAWAY", "UNAVAILABLE: connection closed" },
+    { "failed to connect to all addresses", "UNAVAILABLE: connection failed" },
+    { "unix:", "UNAVAILABLE: connection failed" },
+};
+
+const char *csi_transport_reason(const char *message)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return errno;
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : errno;
-    close(fd);
-    /* EAGAIN: a listener with a full backlog, alive nonetheless. */
-    return rc == EAGAIN || rc == EINPROGRESS ? 0 : rc;
+    for (size_t k = 0; message && k < sizeof(transport_texts) / sizeof(transport_texts[0]); k++)
+        if (strstr(message, transport_texts[k].fragment))
+            return transport_texts[k].reason;
+    return NULL;
 }
 
-char *csi_reason(int status, const char *message, const char *socket_path, int timeout_ms)
+char *csi_reason(enum csi_method m, int status, const char *message, int timeout_ms)
 {
     char *r = NULL;
     int n;
-    int e = status == GRPC_STATUS_UNAVAILABLE && socket_path ? connect_errno(socket_path) : 0;
-    if (e) {
-        char buf[128];
-        n = asprintf(&r, "connect: %s", strerror_r(e, buf, sizeof(buf)));
-    } else if (status == GRPC_STATUS_DEADLINE_EXCEEDED) {
+    const char *fixed = status == GRPC_STATUS_OK ? NULL : csi_transport_reason(message);
+    if (status == GRPC_STATUS_DEADLINE_EXCEEDED) {
         char d[32];
-        n = asprintf(&r, "probe timed out after %s", reg_fmt_duration(timeout_ms, d, sizeof(d)));
+        const char *path = csi_method_path(m);
+        n = asprintf(&r, "%s timed out after %s", path ? strrchr(path, '/') + 1 : "call",
+                     csifs_fmt_duration(timeout_ms, d, sizeof(d)));
+    } else if (fixed) {
+        r = strdup(fixed);
+        n = r ? 0 : -1;
     } else {
         const char *name = csi_status_name(status);
         char num[32];
@@ -96,11 +129,13 @@ char *csi_reason(int status, const char *message, const char *socket_path, int t
             snprintf(num, sizeof(num), "STATUS_%d", status);
             name = num;
         }
-        char *m = csi_dup_line(message ? message : "", MESSAGE_MAX);
-        if (!m)
+        const char *msg = message ? message : "";
+        char *m1 = csi_dup_line(msg, strcspn(msg, "\r\n") < MESSAGE_MAX ? strcspn(msg, "\r\n")
+                                                                         : MESSAGE_MAX);
+        if (!m1)
             return NULL;
-        n = *m ? asprintf(&r, "%s: %s", name, m) : asprintf(&r, "%s", name);
-        free(m);
+        n = *m1 ? asprintf(&r, "%s: %s", name, m1) : asprintf(&r, "%s", name);
+        free(m1);
     }
     return n < 0 ? NULL : r;
 }

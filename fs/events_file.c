@@ -1,5 +1,6 @@
 /* The events file: per-open cursors, deferred reads, interrupts, poll. */
 #include "fs/events_file.h"
+#include "fs/kinds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 struct reader {
+    struct fs_fh h;                  /* first */
     struct ev_cursor cur;
     struct fuse_pollhandle *ph;      /* armed poll, or NULL */
     struct reader *prev, *next;
@@ -28,6 +30,7 @@ struct fs_events {
     struct reader *readers;
     struct waiter *waiting;
     uint64_t next_id;
+    unsigned nreaders;
 };
 
 int fs_events_init(struct fs *fs)
@@ -63,9 +66,22 @@ void fs_events_fini(struct fs *fs)
     fs->events = NULL;
 }
 
-int fs_events_open(struct fs *fs, struct fuse_file_info *fi)
+unsigned fs_events_readers(struct fs *fs)
 {
     struct fs_events *e = fs->events;
+    pthread_mutex_lock(&e->mu);
+    unsigned n = e->nreaders;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+int fs_events_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
+                   struct fs_fh **out)
+{
+    (void)n;
+    struct fs_events *e = fs->events;
+    if ((fi->flags & O_ACCMODE) != O_RDONLY)
+        return -EACCES;
     struct reader *r = calloc(1, sizeof(*r));
     if (!r)
         return -ENOMEM;
@@ -75,8 +91,9 @@ int fs_events_open(struct fs *fs, struct fuse_file_info *fi)
     if (e->readers)
         e->readers->prev = r;
     e->readers = r;
+    e->nreaders++;
     pthread_mutex_unlock(&e->mu);
-    fi->fh = (uintptr_t)r;
+    *out = &r->h;
     fi->direct_io = 1;
     fi->nonseekable = 1;
     return 0;
@@ -126,10 +143,12 @@ static void on_interrupt(fuse_req_t req, void *data)
     pthread_mutex_unlock(&e->mu);
 }
 
-void fs_events_read(struct fs *fs, fuse_req_t req, size_t size, struct fuse_file_info *fi)
+void fs_events_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, off_t off,
+                    struct fuse_file_info *fi)
 {
+    (void)off;                       /* a stream: the cursor is the position */
     struct fs_events *e = fs->events;
-    struct reader *r = (struct reader *)(uintptr_t)fi->fh;
+    struct reader *r = (struct reader *)h;
     struct waiter *w = NULL;
     int err = 0;
     if (!(fi->flags & O_NONBLOCK) && !(w = calloc(1, sizeof(*w)))) {
@@ -164,11 +183,12 @@ void fs_events_read(struct fs *fs, fuse_req_t req, size_t size, struct fuse_file
         fuse_reply_err(req, err);
 }
 
-void fs_events_poll(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi,
+void fs_events_poll(struct fs *fs, fuse_req_t req, struct fs_fh *h, struct fuse_file_info *fi,
                     struct fuse_pollhandle *ph)
 {
+    (void)fi;
     struct fs_events *e = fs->events;
-    struct reader *r = (struct reader *)(uintptr_t)fi->fh;
+    struct reader *r = (struct reader *)h;
     pthread_mutex_lock(&e->mu);
     if (ph && !r->ph)
         watch(fs, 1);                /* before the look: see ev_watch */
@@ -182,13 +202,12 @@ void fs_events_poll(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi,
     fuse_reply_poll(req, ready ? POLLIN | POLLRDNORM : 0);
 }
 
-void fs_events_release(struct fs *fs, struct fuse_file_info *fi)
+void fs_events_release(struct fs *fs, struct fs_fh *h)
 {
     struct fs_events *e = fs->events;
-    struct reader *r = (struct reader *)(uintptr_t)fi->fh;
-    if (!r)
-        return;
+    struct reader *r = (struct reader *)h;
     pthread_mutex_lock(&e->mu);
+    e->nreaders--;
     for (struct waiter **pp = &e->waiting; *pp;) {
         if ((*pp)->r == r) {
             struct waiter *w = *pp;

@@ -1,4 +1,5 @@
 /* <mnt>/events: replay then follow the registry's events ring (DESIGN 4).
+ * Its operations are the K_EVENTS row of fs_kinds[] (kinds.h).
  *
  * A blocking read with nothing to say is not a blocked thread: the request
  * is kept and answered when an event arrives (or EINTR when the reader is
@@ -15,12 +16,9 @@
 
 int fs_events_init(struct fs *fs);
 void fs_events_fini(struct fs *fs);
-int fs_events_open(struct fs *fs, struct fuse_file_info *fi);
-void fs_events_read(struct fs *fs, fuse_req_t req, size_t size, struct fuse_file_info *fi);
-void fs_events_poll(struct fs *fs, fuse_req_t req, struct fuse_file_info *fi,
-                    struct fuse_pollhandle *ph);
-void fs_events_release(struct fs *fs, struct fuse_file_info *fi);
 /* New events may be in the ring: answer waiting readers and pollers. */
 void fs_events_wake(struct fs *fs);
+/* Open readers of events now (csifs_event_readers). */
+unsigned fs_events_readers(struct fs *fs);
 
 #endif

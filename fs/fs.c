@@ -1,9 +1,11 @@
-/* Session set-up: mount, attach to the registry, the request loop. */
-#include "fs/node.h"
+/* Session set-up: the one table of FUSE operations, mount, attach to the
+ * registry, the request loop; the entry replies every creating op shares. */
+#include "fs/ops.h"
 #include "fs/events_file.h"
 #include "fs/inval.h"
 #include "fs/oplog.h"
 #include "fs/testopt.h"
+#include "fs/workq.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -25,9 +27,120 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     /* Pages of attribute files stay cached across opens (keep_cache); we
      * drop them ourselves on change, so no size-based guessing. */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-    /* No xattrs, no locks: the kernel stops asking after the first ENOSYS. */
+    /* No xattrs, no locks: the kernel stops asking after the first ENOSYS.
+     * No opendir: FUSE_CAP_NO_OPENDIR_SUPPORT is the kernel's to offer, and
+     * our opendir's ENOSYS takes it (ops_dir.c). */
     if (fs->on_init)
         fs->on_init(fs->on_init_arg);
+}
+
+const char *const fs_op_names[FS_NOPS] = {
+    [FS_OP_LOOKUP] = "lookup", [FS_OP_FORGET] = "forget", [FS_OP_GETATTR] = "getattr",
+    [FS_OP_SETATTR] = "setattr", [FS_OP_READLINK] = "readlink", [FS_OP_MKDIR] = "mkdir",
+    [FS_OP_RMDIR] = "rmdir", [FS_OP_SYMLINK] = "symlink", [FS_OP_UNLINK] = "unlink",
+    [FS_OP_RENAME] = "rename", [FS_OP_OPEN] = "open", [FS_OP_READ] = "read",
+    [FS_OP_WRITE] = "write", [FS_OP_RELEASE] = "release", [FS_OP_OPENDIR] = "opendir", [FS_OP_RELEASEDIR] = "releasedir",
+    [FS_OP_READDIR] = "readdir", [FS_OP_READDIRPLUS] = "readdirplus", [FS_OP_POLL] = "poll",
+    [FS_OP_OTHER] = "other",
+};
+
+/* Every operation of the low-level API, in its order. A NULL is deliberate:
+ * libfuse then answers ENOSYS (or what is said beside it). */
+static const struct fuse_lowlevel_ops fs_ops = {
+    .init = op_init,
+    .destroy = NULL,                 /* nothing to do: fs_destroy frees */
+    .lookup = fs_op_lookup,
+    .forget = fs_op_forget,
+    .getattr = fs_op_getattr,
+    .setattr = fs_q_setattr,          /* fs_op_setattr on a writer (workq.h) */
+    .readlink = fs_op_readlink,
+    .mknod = fs_op_mknod,            /* EPERM: only mkdir and symlink make names */
+    .mkdir = fs_q_mkdir,              /* so are all that commit: */
+    .unlink = fs_q_unlink,
+    .rmdir = fs_q_rmdir,
+    .symlink = fs_q_symlink,
+    .rename = fs_q_rename,
+    .link = fs_op_link,              /* EPERM */
+    .open = fs_op_open,
+    .read = fs_op_read,
+    .write = fs_q_write,
+    .flush = NULL,                   /* nothing buffered: libfuse answers ENOSYS, the
+                                        kernel stops sending it */
+    .release = fs_op_release,
+    .fsync = NULL,                   /* every write commits durably before it returns */
+    .opendir = fs_op_opendir,        /* ENOSYS from a real handler: listings cached */
+    .readdir = fs_op_readdir,
+    .releasedir = fs_op_releasedir,  /* never sent once opendir is ENOSYS; counted */
+    .fsyncdir = NULL,                /* as fsync */
+    .statfs = NULL,                  /* libfuse's default answer (zeros) is honest */
+    .setxattr = NULL,                /* no xattrs (DESIGN 10): ENOSYS, the kernel */
+    .getxattr = NULL,                /*   stops asking for every entry of ls -l */
+    .listxattr = NULL,
+    .removexattr = NULL,
+    .access = NULL,                  /* default_permissions: the kernel decides */
+    .create = fs_op_create,          /* EPERM: no regular file is made */
+    .getlk = NULL,                   /* no locks: the kernel's local locks serve */
+    .setlk = NULL,
+    .bmap = NULL,                    /* not a block device */
+    .ioctl = NULL,                   /* no ioctls */
+    .poll = fs_op_poll,
+    .write_buf = NULL,               /* write serves (values are at most 4 KiB) */
+    .retrieve_reply = NULL,          /* no notify_retrieve */
+    .forget_multi = fs_op_forget_multi,
+    .flock = NULL,                   /* as getlk */
+    .fallocate = NULL,               /* sizes are the values' */
+    .readdirplus = fs_op_readdirplus,
+    .copy_file_range = NULL,         /* read and write serve */
+    .lseek = NULL,                   /* no holes: SEEK_DATA/HOLE default */
+};
+
+/* The handlers the fs_q_* entries above hand to the writers (workq.h). Each
+ * session runs them through its own copy, fs->commit, which the log of
+ * refusals (oplog.h) and the test options (testopt.h) wrap: so a wrapper
+ * runs on the thread that runs the handler (reg_why() is thread-local). */
+static const struct fuse_lowlevel_ops fs_commit_ops = {
+    .setattr = fs_op_setattr,
+    .mkdir = fs_op_mkdir,
+    .unlink = fs_op_unlink,
+    .rmdir = fs_op_rmdir,
+    .symlink = fs_op_symlink,
+    .rename = fs_op_rename,
+    .write = fs_op_write,
+};
+
+void fs_entry_param(struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e)
+{
+    /* Cached for long, but for kinds that expire without a change anyone
+     * is told of (pending links). */
+    bool brief = fs_kinds[n->kind].brief;
+    memset(e, 0, sizeof(*e));
+    e->ino = n->ino;
+    e->entry_timeout = brief ? 0 : fs->entry_timeout;
+    e->attr_timeout = brief ? 0 : fs->attr_timeout;
+    fs_stat(fs, n, &e->attr);
+}
+
+void fs_reply_entry(fuse_req_t req, struct fs *fs, const struct fs_node *n)
+{
+    struct fuse_entry_param e;
+    /* counted before the attributes are read: a change after this sees the
+     * inode as known and invalidates it */
+    fs_lookups_add(fs, n->ino);
+    fs_entry_param(fs, n, &e);
+    if (fuse_reply_entry(req, &e) == -ENOENT)
+        fs_lookups_forget(fs, n->ino, 1);   /* interrupted: the kernel took none */
+}
+
+void fs_reply_child(fuse_req_t req, struct fs *fs, int rc, const struct fs_node *dir,
+                    const char *name)
+{
+    struct fs_node n;
+    if (rc == 0)
+        rc = fs_child(fs, dir, name, &n);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);   /* never a cached negative entry */
+    else
+        fs_reply_entry(req, fs, &n);
 }
 
 /* Entries and attributes are cached for a day: every change invalidates
@@ -57,6 +170,20 @@ uint64_t fs_requests(struct fs *fs)
     return __atomic_load_n(&fs->requests, __ATOMIC_RELAXED);
 }
 
+uint64_t fs_requests_of(struct fs *fs, const char *op)
+{
+    for (int k = 0; k < FS_NOPS; k++)
+        if (!strcmp(fs_op_names[k], op))
+            return __atomic_load_n(&fs->req_by_op[k], __ATOMIC_RELAXED);
+    return 0;
+}
+
+uint64_t fs_invalidations(struct fs *fs, uint64_t *missed)
+{
+    *missed = __atomic_load_n(&fs->inval_sent[1], __ATOMIC_RELAXED);
+    return *missed + __atomic_load_n(&fs->inval_sent[0], __ATOMIC_RELAXED);
+}
+
 int fs_session(struct fs **out, const struct fs_opts *o)
 {
     struct fs *fs = calloc(1, sizeof(*fs));
@@ -72,6 +199,8 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
     pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
     int rc = fs_events_init(fs);
+    if (rc == 0)
+        rc = fs_lookups_init(fs);
 
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
     for (int k = 0; rc == 0 && k < o->argc; k++)
@@ -82,12 +211,11 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     if (rc == 0 && fuse_opt_add_arg(&args, "-oallow_other,default_permissions,"
                                            "fsname=csifs,subtype=csifs") < 0)
         rc = -ENOMEM;
-    struct fuse_lowlevel_ops ops = { .init = op_init };
-    fs_ops_read(&ops);
-    fs_ops_write(&ops);
-    fs_oplog_wrap(&ops);
-    fs_testopt_wrap(&ops);
-    if (rc == 0 && !(fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs)))
+    /* the writers' table, wrapped (see fs_commit_ops) */
+    fs->commit = fs_commit_ops;
+    fs_oplog_wrap(&fs->commit);
+    fs_testopt_wrap(&fs->commit);
+    if (rc == 0 && !(fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs)))
         rc = -EINVAL;
     fuse_opt_free_args(&args);
     if (rc < 0) {
@@ -134,10 +262,14 @@ int fs_loop(struct fs *fs, bool signals)
     struct fuse_loop_config *cfg = fuse_loop_cfg_create();
     if (!cfg)
         return -ENOMEM;
-    fuse_loop_cfg_set_idle_threads(cfg, 10);
-    fuse_loop_cfg_set_max_threads(cfg, 64);
-    int rc = fuse_session_loop_mt(fs->se, cfg);
+    /* One FUSE thread; what commits runs on the writers (workq.h). */
+    fuse_loop_cfg_set_idle_threads(cfg, 1);
+    fuse_loop_cfg_set_max_threads(cfg, 1);
+    int rc = fs_workq_start(fs);
+    if (rc == 0)
+        rc = fuse_session_loop_mt(fs->se, cfg);
     fuse_loop_cfg_destroy(cfg);
+    fs_workq_stop(fs);
     if (signals)
         fuse_remove_signal_handlers(fs->se);
     return rc < 0 ? rc : 0;
@@ -174,6 +306,7 @@ void fs_destroy(struct fs *fs)
         fs_events_fini(fs);
     }
     pending_fini(&fs->pend);
+    fs_lookups_fini(fs);
     free(fs->mountpoint);
     free(fs);
 }

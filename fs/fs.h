@@ -4,8 +4,9 @@
  * DESIGN section 7 mounts before daemonizing), or in two steps: fs_session()
  * (checks the FUSE options, touches nothing) then fs_session_mount();
  * fs_attach() hands it the registry and starts the notifier thread (after
- * any fork); fs_loop() serves requests on worker threads until unmounted,
- * fs_exit() or a signal.
+ * any fork); fs_loop() serves requests until unmounted, fs_exit() or a
+ * signal: on one FUSE thread, and the ones that commit on writer threads it
+ * starts and stops (fs/workq.h).
  */
 #ifndef CSIFS_FS_H
 #define CSIFS_FS_H
@@ -47,6 +48,12 @@ int fs_loop(struct fs *fs, bool signals);
 void fs_exit(struct fs *fs);
 /* Requests served so far (a debug counter for tests and metrics). */
 uint64_t fs_requests(struct fs *fs);
+/* Requests of one op ("opendir", "getattr"... as csifs_fuse_requests_total
+ * names them) served so far; 0 for an unknown name. */
+uint64_t fs_requests_of(struct fs *fs, const char *op);
+/* Inode invalidations sent so far; *missed: of those, how many the kernel
+ * answered ENOENT (it held no such inode). */
+uint64_t fs_invalidations(struct fs *fs, uint64_t *missed);
 /* Unmount and close the connection now: requests still waiting on the mount
  * fail instead of hanging. The fs stays valid (notifications become no-ops)
  * until fs_destroy. */

@@ -150,6 +150,8 @@ void fs_inval_stop(struct fs *fs)
 void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     struct fs_inval *v = fs->inval;
+    if (!fs_lookups_known(fs, parent))
+        return;                      /* no dentry can be under an unknown dir */
     struct entry_job *j = calloc(1, sizeof(*j));
     if (!v || !j) {
         free(j);
@@ -166,7 +168,10 @@ void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
 
 static void inode(struct fs *fs, fuse_ino_t ino)
 {
-    fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+    if (!fs_lookups_known(fs, ino))
+        return;                      /* the kernel holds nothing of it */
+    int rc = fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+    __atomic_add_fetch(&fs->inval_sent[rc == -ENOENT], 1, __ATOMIC_RELAXED);
 }
 
 /* Attribute inodes of an instance whose attr flags match mask (0: all). */

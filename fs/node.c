@@ -1,23 +1,42 @@
-/* Node kinds, inode numbers, name resolution and stat. */
-#include "fs/node.h"
+/* The node-kind table, inode numbers, name resolution and stat. */
+#include "fs/kinds.h"
 
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 
-/* Fixed nodes: seq 0, these slots. */
-enum { SLOT_ROOT = 1, SLOT_TYPE0 = 2, SLOT_EVENTS = SLOT_TYPE0 + REG_NTYPES };
-
+/* One row per kind: everything the kind is and does. */
 const struct fs_kind_def fs_kinds[K_NKINDS] = {
-    [K_ROOT] = { NULL, S_IFDIR, 0755, K_NKINDS, false },
-    [K_TYPE] = { NULL, S_IFDIR, 0755, K_PLUGIN, false },
-    [K_EVENTS] = { "events", S_IFREG, 0444, K_NKINDS, false },
-    [K_PLUGIN] = { NULL, S_IFDIR, 0755, K_INST, false },
-    [K_CURRENT] = { "current", S_IFLNK, 0777, K_NKINDS, false },
-    [K_INST] = { NULL, S_IFDIR, 0755, K_NKINDS, true },
-    [K_SOCKET] = { "socket", S_IFLNK, 0777, K_NKINDS, false },
-    [K_ATTR] = { NULL, S_IFREG, 0444, K_NKINDS, false },
-    [K_PENDING] = { NULL, S_IFLNK, 0777, K_NKINDS, false },
+    [K_ROOT] = { .fmt = S_IFDIR, .perm = 0755, .nslots = SLOT_TYPE0 + REG_NTYPES + 2,
+                 .child = fs_root_child, .stat = fs_root_stat },
+    [K_TYPE] = { .fmt = S_IFDIR, .perm = 0755, .child = fs_type_child, .list = fs_list_reg,
+                 .mkdir = fs_type_mkdir, .rmdir = fs_type_rmdir, .stat = fs_type_stat },
+    [K_EVENTS] = { .name = "events", .fmt = S_IFREG, .perm = 0444, .parent = K_ROOT,
+                   .slot = SLOT_TYPE0 + REG_NTYPES, .open = fs_events_open,
+                   .read = fs_events_read, .poll = fs_events_poll,
+                   .release = fs_events_release },
+    [K_METRICS] = { .name = "metrics", .fmt = S_IFREG, .perm = 0444, .parent = K_ROOT,
+                    .slot = SLOT_TYPE0 + REG_NTYPES + 1, .open = fs_metrics_open,
+                    .read = fs_snap_read, .release = fs_snap_release },
+    [K_PLUGIN] = { .fmt = S_IFDIR, .perm = 0755, .nslots = 2, .child = fs_plugin_child,
+                   .list = fs_list_reg, .mkdir = fs_plugin_mkdir, .rmdir = fs_plugin_rmdir,
+                   .stat = fs_plugin_stat },
+    [K_CURRENT] = { .name = "current", .fmt = S_IFLNK, .perm = 0777, .parent = K_PLUGIN,
+                    .slot = 1, .exists = fs_current_exists, .size = fs_current_size,
+                    .readlink = fs_current_readlink },
+    [K_INST] = { .fmt = S_IFDIR, .perm = 0755, .nslots = SLOT_PENDING,
+                 .may_hold_links = true, .child = fs_inst_child, .stat = fs_inst_stat },
+    [K_SOCKET] = { .name = "socket", .fmt = S_IFLNK, .perm = 0777, .parent = K_INST,
+                   .slot = 1, .exists = fs_socket_exists, .size = fs_socket_size,
+                   .readlink = fs_socket_readlink, .unlink = fs_socket_unlink },
+    [K_ATTR] = { .fmt = S_IFREG, .perm = 0444, .stat = fs_attr_stat, .size = fs_attr_size,
+                 .open = fs_attr_open, .read = fs_attr_read, .poll = fs_attr_poll,
+                 .write = fs_attr_write, .release = fs_attr_release },
+    [K_STATS] = { .name = "stats", .fmt = S_IFREG, .perm = 0444, .parent = K_INST,
+                  .slot = SLOT_PENDING - 1, .open = fs_stats_open, .read = fs_snap_read,
+                  .release = fs_snap_release },
+    [K_PENDING] = { .fmt = S_IFLNK, .perm = 0777, .brief = true, .size = fs_pending_size,
+                    .readlink = fs_pending_readlink, .unlink = fs_pending_unlink },
 };
 
 fuse_ino_t fs_ino(uint64_t seq, unsigned slot)
@@ -25,24 +44,36 @@ fuse_ino_t fs_ino(uint64_t seq, unsigned slot)
     return (fuse_ino_t)(seq << SLOT_BITS | slot);
 }
 
-static int fixed(fuse_ino_t ino, struct fs_node *out)
+/* The kind with a fixed name at slot of a dir of kind dir, or K_NKINDS. */
+static enum fs_kind fixed_at(enum fs_kind dir, unsigned slot)
 {
-    unsigned slot = ino & ((1u << SLOT_BITS) - 1);
-    if (slot == SLOT_ROOT)
-        out->kind = K_ROOT;
-    else if (slot >= SLOT_TYPE0 && slot < SLOT_TYPE0 + REG_NTYPES) {
-        out->kind = K_TYPE;
-        out->type = (enum reg_type)(slot - SLOT_TYPE0);
-    } else if (slot == SLOT_EVENTS)
-        out->kind = K_EVENTS;
-    else
-        return -ENOENT;
-    return 0;
+    for (int k = 0; k < K_NKINDS; k++)
+        if (fs_kinds[k].name && fs_kinds[k].parent == dir && fs_kinds[k].slot == slot)
+            return (enum fs_kind)k;
+    return K_NKINDS;
 }
 
 static bool attr_exists(enum reg_type type, unsigned a)
 {
     return a < REG_NATTRS && (type == REG_NODE || !(reg_attrs[a].flags & REG_AF_NODE_ONLY));
+}
+
+/* Slot `slot` inside a node of kind dir (seq 0 for the root). */
+static int in_dir(enum fs_kind dir, unsigned slot, struct fs_node *out)
+{
+    enum fs_kind k = fixed_at(dir, slot);
+    if (k != K_NKINDS) {
+        out->kind = k;
+    } else if (dir == K_ROOT && slot >= SLOT_TYPE0 && slot < SLOT_TYPE0 + REG_NTYPES) {
+        out->kind = K_TYPE;
+        out->type = (enum reg_type)(slot - SLOT_TYPE0);
+    } else if (dir == K_INST && slot >= SLOT_ATTR0 && attr_exists(out->type, slot - SLOT_ATTR0)) {
+        out->kind = K_ATTR;
+        out->attr = (enum reg_attr)(slot - SLOT_ATTR0);
+    } else {
+        return -ENOENT;
+    }
+    return fs_kinds[out->kind].exists && !fs_kinds[out->kind].exists(out) ? -ENOENT : 0;
 }
 
 int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
@@ -51,8 +82,12 @@ int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
     out->ino = ino;
     uint64_t seq = ino >> SLOT_BITS;
     unsigned slot = ino & ((1u << SLOT_BITS) - 1);
+    if (seq == 0 && slot == SLOT_ROOT) {
+        out->kind = K_ROOT;
+        return 0;
+    }
     if (seq == 0)
-        return fixed(ino, out);
+        return in_dir(K_ROOT, slot, out);
     if (slot == SLOT_PENDING) {
         struct pending_link l;
         if (pending_get(&fs->pend, seq, &l) < 0 || reg_get(fs->reg, l.inst, &out->r) < 0)
@@ -65,22 +100,12 @@ int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
     if (reg_get(fs->reg, seq, &out->r) < 0)
         return -ENOENT;
     out->type = out->r.type;
-    if (out->r.kind == REG_K_PLUGIN) {
-        if (slot > 1 || (slot == 1 && !out->r.current))
-            return -ENOENT;
-        out->kind = slot ? K_CURRENT : K_PLUGIN;
+    enum fs_kind dir = out->r.kind == REG_K_PLUGIN ? K_PLUGIN : K_INST;
+    if (slot == 0) {
+        out->kind = dir;
         return 0;
     }
-    if (slot == 0)
-        out->kind = K_INST;
-    else if (slot == 1 && out->r.has_socket)
-        out->kind = K_SOCKET;
-    else if (slot >= SLOT_ATTR0 && attr_exists(out->type, slot - SLOT_ATTR0)) {
-        out->kind = K_ATTR;
-        out->attr = (enum reg_attr)(slot - SLOT_ATTR0);
-    } else
-        return -ENOENT;
-    return 0;
+    return in_dir(dir, slot, out);
 }
 
 void fs_node_of(const struct reg_node *r, struct fs_node *out)
@@ -94,43 +119,24 @@ void fs_node_of(const struct reg_node *r, struct fs_node *out)
 
 int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct fs_node *out)
 {
-    int t;
-    struct pending_link l;
-    switch (dir->kind) {
-    case K_ROOT:
-        if (!strcmp(name, fs_kinds[K_EVENTS].name))
-            return fs_resolve(fs, fs_ino(0, SLOT_EVENTS), out);
-        if ((t = reg_type_parse(name)) < 0)
-            return -ENOENT;
-        return fs_resolve(fs, fs_ino(0, SLOT_TYPE0 + (unsigned)t), out);
-    case K_TYPE:
-        if (reg_lookup_plugin(fs->reg, dir->type, name, &out->r) < 0)
-            return -ENOENT;
-        return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
-    case K_PLUGIN:
-        if (!strcmp(name, fs_kinds[K_CURRENT].name))
-            return fs_resolve(fs, fs_ino(dir->r.seq, 1), out);
-        if (reg_lookup_instance(fs->reg, dir->r.seq, name, &out->r) < 0)
-            return -ENOENT;
-        return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
-    case K_INST:
-        if (!strcmp(name, fs_kinds[K_SOCKET].name))
-            return fs_resolve(fs, fs_ino(dir->r.seq, 1), out);
-        if ((t = reg_attr_lookup(dir->type, name)) >= 0)
-            return fs_resolve(fs, fs_ino(dir->r.seq, SLOT_ATTR0 + (unsigned)t), out);
-        if (pending_find(&fs->pend, dir->r.seq, name, &l) == 0)
-            return fs_resolve(fs, fs_ino(l.id, SLOT_PENDING), out);
-        return -ENOENT;
-    default:
+    const struct fs_kind_def *d = &fs_kinds[dir->kind];
+    if (d->fmt != S_IFDIR)
         return -ENOTDIR;
-    }
+    uint64_t seq = dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq;
+    for (int k = 0; k < K_NKINDS; k++)
+        if (fs_kinds[k].name && fs_kinds[k].parent == dir->kind &&
+            !strcmp(name, fs_kinds[k].name))
+            return fs_resolve(fs, fs_ino(seq, fs_kinds[k].slot), out);
+    return d->child ? d->child(fs, dir, name, out) : -ENOENT;
 }
 
-static int count_one(const struct reg_node *n, void *arg)
+const char *fs_node_name(const struct fs_node *n)
 {
-    (void)n;
-    (*(nlink_t *)arg)++;
-    return 0;
+    switch (n->kind) {
+    case K_TYPE: return reg_type_names[n->type];
+    case K_ATTR: return reg_attrs[n->attr].name;
+    default: return fs_kinds[n->kind].name;
+    }
 }
 
 static void set_times(struct stat *st, int64_t mtime_ns, int64_t ctime_ns)
@@ -140,21 +146,6 @@ static void set_times(struct stat *st, int64_t mtime_ns, int64_t ctime_ns)
     st->st_ctim.tv_sec = ctime_ns / 1000000000;
     st->st_ctim.tv_nsec = ctime_ns % 1000000000;
     st->st_atim = st->st_mtim;
-}
-
-static off_t size_of(struct fs *fs, const struct fs_node *n)
-{
-    ssize_t len = 0;
-    struct pending_link l;
-    switch (n->kind) {
-    case K_ATTR: len = reg_attr_show(fs->reg, n->r.seq, n->attr, NULL, 0); break;
-    case K_SOCKET: len = reg_socket_get(fs->reg, n->r.seq, NULL, 0); break;
-    case K_CURRENT: len = reg_current_get(fs->reg, n->r.seq, NULL, 0); break;
-    case K_PENDING: len = pending_get(&fs->pend, n->pending, &l) ? 0 : (ssize_t)strlen(l.target);
-                    break;
-    default: break;
-    }
-    return len > 0 ? (off_t)len : 0;
 }
 
 int fs_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
@@ -167,41 +158,14 @@ int fs_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
     st->st_mode = k->fmt | k->perm;
     st->st_nlink = 1;
     st->st_blksize = 4096;
-    bool group_w = fs->has_registrar;
-    switch (n->kind) {
-    case K_ROOT:
-        st->st_nlink = 2 + REG_NTYPES;
-        break;
-    case K_TYPE:
-        st->st_nlink = 2;
-        reg_list(fs->reg, n->type, 0, 0, count_one, &st->st_nlink);
-        if (group_w)
-            st->st_mode |= S_IWGRP;
-        break;
-    case K_PLUGIN:
-        st->st_nlink = 2 + n->r.count;
-        if (group_w)
-            st->st_mode |= S_IWGRP;
-        break;
-    case K_INST:
-        st->st_nlink = 2;
-        if (group_w)
-            st->st_mode |= S_IWGRP;
-        break;
-    case K_ATTR:
-        if (reg_attrs[n->attr].flags & REG_AF_WRITABLE)
-            st->st_mode |= S_IWUSR | (group_w ? S_IWGRP : 0);
-        break;
-    default:
-        break;
-    }
-    st->st_size = size_of(fs, n);
+    off_t size = k->size ? k->size(fs, n) : 0;
+    st->st_size = size > 0 ? size : 0;
     st->st_blocks = (st->st_size + 511) / 512;
-    if (n->kind == K_ROOT || n->kind == K_TYPE || n->kind == K_EVENTS)
-        set_times(st, fs->mount_ns, fs->mount_ns);
-    else if (n->kind == K_INST)
-        set_times(st, n->r.registered_ns, n->r.changed_ns);
+    if ((n->ino >> SLOT_BITS) == 0)
+        set_times(st, fs->mount_ns, fs->mount_ns);   /* the fixed nodes */
     else
         set_times(st, n->r.changed_ns, n->r.changed_ns);
+    if (k->stat)
+        k->stat(fs, n, st);
     return 0;
 }

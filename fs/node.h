@@ -1,9 +1,17 @@
-/* Internal to fs/: node kinds, inode numbers, the per-mount state.
+/* Internal to fs/: node kinds and what each does, inode numbers, the
+ * per-mount state.
  *
  * Inode numbers are derived, never allocated: (seq << 5) | slot, where seq
  * is the registry seq of a plugin or instance (stable across restarts) and
  * slot picks the node inside it. seq 0 holds the fixed nodes (root = 1).
  * Pending links (ln -sfn's temporary names) use slot 31 with their own ids.
+ *
+ * Every FUSE handler (fs.c, ops_*.c) resolves the inode it is given to a
+ * struct fs_node, then calls the operation of the node's kind in fs_kinds[]
+ * (resolve-then-dispatch). An open file's handle (fi->fh) starts with a
+ * struct fs_fh that records its kind and node, so read, poll, write and
+ * release dispatch without resolving again. Adding a kind: one enum value,
+ * one row in fs_kinds[] (node.c) and one file with its operations.
  */
 #ifndef CSIFS_NODE_H
 #define CSIFS_NODE_H
@@ -18,23 +26,28 @@
 #include "fs/pending.h"
 
 enum fs_kind {
-    K_ROOT, K_TYPE, K_EVENTS, K_PLUGIN, K_CURRENT, K_INST, K_SOCKET, K_ATTR,
-    K_PENDING, K_NKINDS
+    K_ROOT, K_TYPE, K_EVENTS, K_METRICS, K_PLUGIN, K_CURRENT, K_INST, K_SOCKET, K_ATTR,
+    K_STATS, K_PENDING, K_NKINDS
 };
 
 #define SLOT_BITS 5
+#define SLOT_ROOT 1              /* seq 0: 1 root, 2.. types, then fixed files */
+#define SLOT_TYPE0 2
 #define SLOT_ATTR0 2             /* instance: 0 dir, 1 socket, 2.. attributes */
 #define SLOT_PENDING 31
+#define FS_NSLOTS 32
 
-/* One row per node kind: what it is and what may be done inside it. */
-struct fs_kind_def {
-    const char *name;            /* fixed file name, or NULL */
-    mode_t fmt;                  /* S_IFDIR, S_IFREG, S_IFLNK */
-    mode_t perm;                 /* without a registrar group */
-    enum fs_kind mkdir_child;    /* what mkdir makes inside; K_NKINDS: EPERM */
-    bool may_hold_links;         /* symlink/rename inside (instance dirs) */
+/* FUSE requests, counted per op for csifs_fuse_requests_total. */
+enum fs_op {
+    FS_OP_LOOKUP, FS_OP_FORGET, FS_OP_GETATTR, FS_OP_SETATTR, FS_OP_READLINK, FS_OP_MKDIR,
+    FS_OP_RMDIR, FS_OP_SYMLINK, FS_OP_UNLINK, FS_OP_RENAME, FS_OP_OPEN, FS_OP_READ,
+    FS_OP_WRITE, FS_OP_RELEASE, FS_OP_OPENDIR, FS_OP_RELEASEDIR, FS_OP_READDIR, FS_OP_READDIRPLUS, FS_OP_POLL,
+    FS_OP_OTHER, FS_NOPS
 };
-extern const struct fs_kind_def fs_kinds[K_NKINDS];
+extern const char *const fs_op_names[FS_NOPS];
+
+struct fs_lookups;
+struct fs_workq;
 
 struct fs {
     struct fuse_session *se;
@@ -48,16 +61,24 @@ struct fs {
     double entry_timeout, attr_timeout;
     struct fs_events *events;    /* readers of <mnt>/events (events_file.c) */
     struct fs_inval *inval;      /* notifier thread and pollers (inval.c) */
+    struct fs_lookups *lookups;  /* inodes the kernel knows (lookups.c) */
+    struct fs_workq *workq;      /* writer threads (workq.c), while fs_loop runs */
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
+    uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
+    uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
     void (*on_init)(void *arg);  /* fs_opts.on_init */
     void *on_init_arg;
+    /* the committing handlers the writers run, as wrapped by oplog and
+     * testopt (fs.c's fs_commit_ops; workq.h) */
+    struct fuse_lowlevel_ops commit;
 };
 
 /* The mount a request is for; counts the request. */
-static inline struct fs *fs_req(fuse_req_t req)
+static inline struct fs *fs_req(fuse_req_t req, enum fs_op op)
 {
     struct fs *fs = fuse_req_userdata(req);
     __atomic_add_fetch(&fs->requests, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&fs->req_by_op[op], 1, __ATOMIC_RELAXED);
     return fs;
 }
 
@@ -72,6 +93,53 @@ struct fs_node {
     uint64_t pending;            /* K_PENDING: its id */
 };
 
+/* The head of every open file's state (fi->fh): set by fs_open. */
+struct fs_fh {
+    enum fs_kind kind;
+    struct fs_node n;            /* as resolved at open */
+};
+
+struct fs_dirbuf;
+
+/* One row per node kind: what it is and its operations. A NULL operation
+ * has the default written beside it. */
+struct fs_kind_def {
+    const char *name;            /* fixed file name, or NULL */
+    mode_t fmt;                  /* S_IFDIR, S_IFREG, S_IFLNK */
+    mode_t perm;                 /* without a registrar group */
+    enum fs_kind parent;         /* fixed-name kinds: the dir kind they live in */
+    unsigned slot;               /*   and their slot there */
+    unsigned nslots;             /* dirs: slots of fixed children (1..nslots-1) */
+    bool may_hold_links;         /* symlink/rename inside (instance dirs) */
+    bool brief;                  /* entries not cached (they expire unannounced) */
+    bool (*exists)(const struct fs_node *n);                    /* NULL: always */
+    /* dirs: children that are not fixed names (lookup, readdir) */
+    int (*child)(struct fs *fs, const struct fs_node *dir, const char *name,
+                 struct fs_node *out);                          /* NULL: -ENOENT */
+    void (*list)(struct fs_dirbuf *d, const struct fs_node *dir); /* NULL: none */
+    int (*mkdir)(struct fs *fs, const struct fs_node *dir, const char *name); /* -EPERM */
+    int (*rmdir)(struct fs *fs, const struct fs_node *dir, const char *name); /* -EPERM */
+    /* any node */
+    void (*stat)(struct fs *fs, const struct fs_node *n, struct stat *st); /* NULL: as is */
+    off_t (*size)(struct fs *fs, const struct fs_node *n);      /* NULL: 0 */
+    ssize_t (*readlink)(struct fs *fs, const struct fs_node *n, char *buf,
+                        size_t cap);                           /* NULL: -EINVAL */
+    int (*unlink)(struct fs *fs, const struct fs_node *n, const char *name);
+                                                  /* NULL: -EISDIR for dirs, else -EPERM */
+    /* files: open makes *out (the kind's state, starting with struct fs_fh) */
+    int (*open)(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
+                struct fs_fh **out);                            /* NULL: -EISDIR */
+    void (*read)(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, off_t off,
+                 struct fuse_file_info *fi);
+    void (*poll)(struct fs *fs, fuse_req_t req, struct fs_fh *h, struct fuse_file_info *fi,
+                 struct fuse_pollhandle *ph);                   /* NULL: always readable */
+    /* write at off; len 0 is a truncate to size off (only 0 may succeed) */
+    int (*write)(struct fs *fs, const struct fs_node *n, const char *buf, size_t len,
+                 off_t off);                /* NULL: -EACCES for files, -EPERM otherwise */
+    void (*release)(struct fs *fs, struct fs_fh *h);
+};
+extern const struct fs_kind_def fs_kinds[K_NKINDS];
+
 fuse_ino_t fs_ino(uint64_t seq, unsigned slot);
 /* -ENOENT when the node no longer exists. */
 int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out);
@@ -82,15 +150,38 @@ void fs_node_of(const struct reg_node *r, struct fs_node *out);
 int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct fs_node *out);
 /* stat of a node: honest type, mode, size, nlink, owner and times. */
 int fs_stat(struct fs *fs, const struct fs_node *n, struct stat *st);
+/* The file name of a node with a fixed name (types, attributes, rows). */
+const char *fs_node_name(const struct fs_node *n);
 
-/* Handler tables (ops_read.c, ops_write.c). */
-void fs_ops_read(struct fuse_lowlevel_ops *ops);
-void fs_ops_write(struct fuse_lowlevel_ops *ops);
-
-/* Reply helpers: the entry of a node; the entry of dir/name, or the error
- * rc (or the lookup's) when there is none. */
+/* Reply helpers (fs.c): the entry of a node (counted as a lookup); the
+ * entry of dir/name, or the error rc (or the lookup's) when there is none. */
 void fs_reply_entry(fuse_req_t req, struct fs *fs, const struct fs_node *n);
 void fs_reply_child(fuse_req_t req, struct fs *fs, int rc, const struct fs_node *dir,
                     const char *name);
+void fs_entry_param(struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e);
+
+/* Readdir (ops_dir.c): the buffer a listing fills; list ops call these. */
+struct fs_dirbuf {
+    fuse_req_t req;
+    struct fs *fs;
+    bool plus;
+    char *buf;
+    size_t size, len;
+    off_t skip;                  /* entries with a cookie <= skip are done */
+    bool full;
+};
+/* Cookies: "." 1, ".." 2, a fixed child slot + 3, a registry child seq +
+ * FS_COOKIE_SEQ: stable with no open (the kernel caches listings). */
+#define FS_COOKIE_SEQ (FS_NSLOTS + 3)
+/* Registry children (plugins of a type, instances of a plugin). */
+void fs_list_reg(struct fs_dirbuf *d, const struct fs_node *dir);
+
+/* Inodes the kernel holds (lookups.c): counted at each entry reply,
+ * decremented by forget; invalidations go only to those it holds. */
+int fs_lookups_init(struct fs *fs);
+void fs_lookups_fini(struct fs *fs);
+void fs_lookups_add(struct fs *fs, fuse_ino_t ino);
+void fs_lookups_forget(struct fs *fs, fuse_ino_t ino, uint64_t n);
+bool fs_lookups_known(struct fs *fs, fuse_ino_t ino);
 
 #endif

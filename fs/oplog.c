@@ -16,8 +16,7 @@ static const char *node_path(fuse_req_t req, fuse_ino_t ino, char *buf)
     if (fs_resolve(fuse_req_userdata(req), ino, &n) < 0)
         return strcpy(buf, "?");
     const char *t = n.kind == K_ROOT ? "." : reg_type_names[n.type];
-    const char *leaf = n.kind == K_ATTR ? reg_attrs[n.attr].name
-                       : fs_kinds[n.kind].name ? fs_kinds[n.kind].name : "?";
+    const char *leaf = fs_node_name(&n) ? fs_node_name(&n) : "?";
     switch (n.kind) {
     case K_ROOT: case K_TYPE: snprintf(buf, PATH_CAP, "%s", t); break;
     case K_PLUGIN: snprintf(buf, PATH_CAP, "%s/%s", t, n.r.plugin); break;

@@ -1,42 +1,33 @@
 /* Write-side handlers: mkdir, rmdir, symlink, unlink, rename, write, setattr.
  * Each resolves where it is asked to act, refuses what DESIGN section 5
- * refuses (the "where" rows before the "name" rows), then makes one registry
- * call. Whatever is refused leaves everything as it was. */
-#include "fs/node.h"
+ * refuses (the "where" rows before the "name" rows), then calls the kind's
+ * operation (one registry call). Whatever is refused leaves everything as
+ * it was. */
+#include "fs/ops.h"
 #include "registry/log.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     (void)mode;
-    struct fs *fs = fs_req(req);
+    struct fs *fs = fs_req(req, FS_OP_MKDIR);
     struct fs_node dir;
     int rc = fs_resolve(fs, parent, &dir);
-    if (rc == 0) {
-        switch (fs_kinds[dir.kind].mkdir_child) {
-        case K_PLUGIN: rc = reg_plugin_create(fs->reg, dir.type, name); break;
-        case K_INST: rc = reg_instance_register(fs->reg, dir.type, dir.r.plugin, name); break;
-        default: rc = -EPERM;
-        }
-    }
+    if (rc == 0)
+        rc = fs_kinds[dir.kind].mkdir ? fs_kinds[dir.kind].mkdir(fs, &dir, name) : -EPERM;
     fs_reply_child(req, fs, rc, &dir, name);
 }
 
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_req(req);
+    struct fs *fs = fs_req(req, FS_OP_RMDIR);
     struct fs_node dir;
     int rc = fs_resolve(fs, parent, &dir);
-    if (rc == 0) {
-        switch (fs_kinds[dir.kind].mkdir_child) {
-        case K_PLUGIN: rc = reg_plugin_remove(fs->reg, dir.type, name); break;
-        case K_INST: rc = reg_instance_deregister(fs->reg, dir.type, dir.r.plugin, name); break;
-        default: rc = -EPERM;
-        }
-    }
+    if (rc == 0)
+        rc = fs_kinds[dir.kind].rmdir ? fs_kinds[dir.kind].rmdir(fs, &dir, name) : -EPERM;
     fuse_reply_err(req, -rc);
 }
 
@@ -51,9 +42,9 @@ static int check_target(const char *target)
     return 0;
 }
 
-static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_req(req);
+    struct fs *fs = fs_req(req, FS_OP_SYMLINK);
     struct fs_node dir, n;
     struct pending_link l;
     int rc = fs_resolve(fs, parent, &dir);
@@ -70,28 +61,24 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
     fs_reply_child(req, fs, rc, &dir, name);
 }
 
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_req(req);
+    struct fs *fs = fs_req(req, FS_OP_UNLINK);
     struct fs_node dir, n;
     int rc = fs_resolve(fs, parent, &dir);
     if (rc == 0)
         rc = fs_child(fs, &dir, name, &n);
     if (rc == 0) {
-        switch (n.kind) {
-        case K_SOCKET: rc = reg_socket_set(fs->reg, n.r.seq, NULL); break;
-        case K_PENDING: rc = pending_del(&fs->pend, n.r.seq, name); break;
-        case K_PLUGIN: case K_INST: case K_TYPE: rc = -EISDIR; break;
-        default: rc = -EPERM;
-        }
+        const struct fs_kind_def *k = &fs_kinds[n.kind];
+        rc = k->unlink ? k->unlink(fs, &n, name) : k->fmt == S_IFDIR ? -EISDIR : -EPERM;
     }
     fuse_reply_err(req, -rc);
 }
 
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-                      fuse_ino_t newparent, const char *newname, unsigned int flags)
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                  fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-    struct fs *fs = fs_req(req);
+    struct fs *fs = fs_req(req, FS_OP_RENAME);
     struct fs_node dir, n, old;
     struct pending_link l;
     int rc = fs_resolve(fs, parent, &dir);
@@ -114,30 +101,34 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     fuse_reply_err(req, -rc);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi)
+/* The kind's write, or why there is none. */
+static int write_node(struct fs *fs, const struct fs_node *n, const char *buf, size_t len,
+                      off_t off)
 {
-    (void)fi;
-    struct fs *fs = fs_req(req);
-    struct fs_node n;
-    int rc = fs_resolve(fs, ino, &n);
-    if (rc == 0 && (n.kind != K_ATTR || !(reg_attrs[n.attr].flags & REG_AF_WRITABLE)))
-        rc = -EACCES;
-    if (rc == 0 && off != 0)
-        rc = -EINVAL;
-    if (rc == 0)
-        rc = reg_attr_store(fs->reg, n.r.seq, n.attr, buf, size);
+    const struct fs_kind_def *k = &fs_kinds[n->kind];
+    if (!k->write)
+        return k->fmt == S_IFREG ? -EACCES : -EPERM;
+    return k->write(fs, n, buf, len, off);
+}
+
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                 struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs *fs = fs_req(req, FS_OP_WRITE);
+    const struct fs_fh *h = (const struct fs_fh *)(uintptr_t)fi->fh;
+    int rc = write_node(fs, &h->n, buf, size, off);
     if (rc < 0)
         fuse_reply_err(req, -rc);
     else
         fuse_reply_write(req, size);
 }
 
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                   struct fuse_file_info *fi)
 {
     (void)fi;
-    struct fs *fs = fs_req(req);
+    struct fs *fs = fs_req(req, FS_OP_SETATTR);
     struct fs_node n;
     int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
                 FUSE_SET_ATTR_MTIME_NOW;
@@ -146,14 +137,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         rc = -EPERM;
     else if (rc == 0 && !(to_set & FUSE_SET_ATTR_SIZE) && (to_set & times))
         rc = -EPERM;                 /* a time change that is not part of a size change */
-    else if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
-        if (n.kind != K_ATTR || !(reg_attrs[n.attr].flags & REG_AF_WRITABLE))
-            rc = n.kind == K_ATTR || n.kind == K_EVENTS ? -EACCES : -EPERM;
-        else if (attr->st_size != 0)
-            rc = -EINVAL;
-        else
-            rc = reg_attr_store(fs->reg, n.r.seq, n.attr, "", 0);
-    }
+    else if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE))
+        /* a truncate is a write of nothing at the new size: the kind
+         * refuses what is not writable, then any size but 0 (EINVAL) */
+        rc = write_node(fs, &n, "", 0, attr->st_size);
     struct stat st;
     if (rc == 0)
         rc = fs_resolve(fs, ino, &n);
@@ -165,37 +152,25 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
-static void op_eperm_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                           dev_t rdev)
+/* Nothing is made but by mkdir and symlink (DESIGN 5). */
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     (void)parent, (void)name, (void)mode, (void)rdev;
+    fs_req(req, FS_OP_OTHER);
     fuse_reply_err(req, EPERM);
 }
 
-static void op_eperm_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-                          const char *newname)
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
     (void)ino, (void)newparent, (void)newname;
+    fs_req(req, FS_OP_OTHER);
     fuse_reply_err(req, EPERM);
 }
 
-static void op_eperm_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                            struct fuse_file_info *fi)
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                  struct fuse_file_info *fi)
 {
     (void)parent, (void)name, (void)mode, (void)fi;
+    fs_req(req, FS_OP_OTHER);
     fuse_reply_err(req, EPERM);
-}
-
-void fs_ops_write(struct fuse_lowlevel_ops *ops)
-{
-    ops->mkdir = op_mkdir;
-    ops->rmdir = op_rmdir;
-    ops->symlink = op_symlink;
-    ops->unlink = op_unlink;
-    ops->rename = op_rename;
-    ops->write = op_write;
-    ops->setattr = op_setattr;
-    ops->mknod = op_eperm_mknod;
-    ops->link = op_eperm_link;
-    ops->create = op_eperm_create;
 }

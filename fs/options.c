@@ -2,6 +2,7 @@
 #include "fs/testopt.h"
 #include "registry/log.h"
 
+#include "registry/defaults.h"
 #include "registry/registry.h"
 
 #include <errno.h>
@@ -190,11 +191,11 @@ int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, siz
     struct raw r = { 0 };
     memset(o, 0, sizeof(*o));
     o->fuse = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
-    o->heartbeat_ms = 30000;
-    o->probe_timeout_ms = 5000;
-    o->health_timeout_ms = 30000;
-    o->events_ring = 1024;
-    o->max_instances = 10000;
+    o->heartbeat_ms = CSIFS_HEARTBEAT_MS;
+    o->probe_timeout_ms = CSIFS_PROBE_TIMEOUT_MS;
+    o->health_timeout_ms = CSIFS_HEALTH_TIMEOUT_MS;
+    o->events_ring = CSIFS_EVENTS_RING;
+    o->max_instances = CSIFS_MAX_INSTANCES;
     o->log_level = LOG_INFO;
     int rc = fuse_opt_parse(&o->fuse, &r, spec, on_opt) < 0
              ? BAD("%s", *r.err ? r.err : "cannot parse options") : 0;

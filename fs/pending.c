@@ -1,5 +1,7 @@
 #include "fs/pending.h"
 
+#include "registry/defaults.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,9 +9,7 @@
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return csifs_mono_ms();
 }
 
 void pending_init(struct pending *p, int64_t ttl_ms)

@@ -1,4 +1,5 @@
 #include "registry/events.h"
+#include "registry/counters.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -173,6 +174,7 @@ int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
     r->line[slot] = copy;
     r->len[slot] = (uint16_t)n;
     r->next = seq + 1;
+    cnt_add(&cnt.events, 1);
     if (r->next - r->first > r->cap)
         r->first = r->next - r->cap;
     pthread_mutex_unlock(&r->mu);
@@ -248,6 +250,7 @@ size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
         if (!c->pend[0] && c->next < lo) {
             snprintf(c->pend, sizeof(c->pend), "lost %llu\n",
                      (unsigned long long)(lo - c->next));
+            cnt_add(&cnt.events_lost, lo - c->next);
             c->next = lo;
             c->off = 0;
         }

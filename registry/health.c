@@ -1,6 +1,8 @@
 /* The health table of DESIGN section 3, applied to probe results. */
 #include "registry/mutate.h"
 
+#include "registry/defaults.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,11 +10,7 @@
 
 const char *reg_fmt_duration(int64_t ms, char *buf, size_t cap)
 {
-    if (ms % 1000 == 0)
-        snprintf(buf, cap, "%llds", (long long)(ms / 1000));
-    else
-        snprintf(buf, cap, "%lldms", (long long)ms);
-    return buf;
+    return csifs_fmt_duration(ms, buf, cap);
 }
 
 static bool fp_ok(enum reg_type type, const struct reg_fingerprint *fp)
@@ -103,7 +101,10 @@ static void apply_probe(struct reg *reg, struct mut *m)
         c->hist = NULL;
     }
     health_hist_add(i, c->p, &c->next);
+    i->plugin->probes[c->p->outcome]++;
     mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL, 0);
+    if (c->p->fp)
+        i->pid = c->p->pid;
     if (c->fp_changed) {
         model_free_fp(&i->fp);
         i->fp = c->fp;

@@ -2,6 +2,8 @@
  * name), and sibling lists kept newest first. */
 #include "registry/model.h"
 
+#include "registry/defaults.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,14 +196,10 @@ void model_free_inst(struct inst *i)
 
 int64_t model_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return csifs_real_ns();
 }
 
 int64_t model_mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return csifs_mono_ms();
 }

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "registry/registry.h"
 
@@ -44,6 +45,7 @@ struct plugin {
     uint32_t count;
     uint32_t w_count;            /* count with the queued adds and deletions */
     struct inst *current;
+    uint64_t probes[3], health_changes[3]; /* by outcome, by health (metrics) */
 };
 
 struct fp {
@@ -65,6 +67,7 @@ struct inst {
     bool was_healthy;            /* reached healthy since the socket was set */
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
+    int32_t pid;                 /* listening process, 0 unknown (memory only) */
     char *attr[REG_NATTRS];      /* writable attribute values, NULL = empty */
     struct hist *hist;           /* REG_HISTORY entries, allocated on first probe */
     unsigned nhist, hist_head;

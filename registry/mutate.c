@@ -1,6 +1,7 @@
 /* The mutation path shared by every registry change: the commit queue and
  * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
+#include "registry/counters.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -274,8 +275,10 @@ static void lead(struct reg *reg, struct mut *self)
     reg->inflight = NULL;
     if (rc == 0) {
         pthread_mutex_unlock(&reg->wlock);
-        for (struct mut *m = batch; m; m = m->next)
+        for (struct mut *m = batch; m; m = m->next) {
+            reg_cnt_mutation(m->ch, m->nch, true);
             notify(&subs, m);
+        }
         mut_publish(reg, ev0, ev1);
         pthread_mutex_lock(&reg->wlock);
     }
@@ -334,6 +337,7 @@ void mut_apply_now(struct reg *reg, struct mut *m)
     uint64_t ev1 = ev_next_seq(reg->ring);
     pthread_rwlock_unlock(&reg->lock);
     pthread_mutex_unlock(&reg->wlock);
+    reg_cnt_mutation(m->ch, m->nch, false);
     notify(&subs, m);
     mut_publish(reg, ev0, ev1);
 }
@@ -397,6 +401,8 @@ void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
                     enum reg_health h, bool ready, char *reason)
 {
     bool changed = h != i->health || ready != i->ready || strcmp(reason, i->reason);
+    if (h != i->health)
+        i->plugin->health_changes[h]++;
     i->health = h;
     i->ready = ready;
     free(i->reason);

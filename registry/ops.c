@@ -234,6 +234,7 @@ static void apply_socket(struct reg *reg, struct mut *m)
     i->socket = s->target;
     s->target = NULL;
     i->gen++;
+    i->pid = 0;
     i->was_healthy = false;
     i->unknown_since_ms = model_mono_ms();
     i->o.changed_ns = model_now_ns();

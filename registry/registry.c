@@ -2,6 +2,8 @@
 #include "registry/log.h"
 #include "registry/mutate.h"
 
+#include "registry/defaults.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,11 +142,11 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
         return -ENOMEM;
     reg->opts = *opts;
     if (!reg->opts.events_ring)
-        reg->opts.events_ring = 1024;
+        reg->opts.events_ring = CSIFS_EVENTS_RING;
     if (!reg->opts.max_instances)
-        reg->opts.max_instances = 10000;
+        reg->opts.max_instances = CSIFS_MAX_INSTANCES;
     if (reg->opts.health_timeout_ms <= 0)
-        reg->opts.health_timeout_ms = 30000;
+        reg->opts.health_timeout_ms = CSIFS_HEALTH_TIMEOUT_MS;
     reg->next_seq = 1;
     reg->qtail = &reg->qhead;
     pthread_mutex_init(&reg->wlock, NULL);
@@ -286,6 +288,7 @@ static void fill_node(const struct obj *o, struct reg_node *n)
         n->health_ver = i->health_ver;
         n->ready = i->ready;
         n->has_socket = i->socket != NULL;
+        n->pid = i->pid;
     }
 }
 

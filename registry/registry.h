@@ -122,6 +122,10 @@ struct reg_probe {
     const char *reason;             /* NOT_READY/ERROR: short and stable */
     int64_t latency_us;
     const struct reg_fingerprint *fp; /* required with OK unless healthy */
+    /* With fp: the pid listening on the socket (SO_PEERCRED at the
+     * fingerprint), 0 unknown. Kept in memory only, shown as reg_node.pid;
+     * a socket change resets it to 0. */
+    int32_t pid;
 };
 /* Apply one probe result through the health table of DESIGN section 3.
  * -ESTALE if the socket changed since gen; -EINVAL for OK without a
@@ -146,6 +150,7 @@ struct reg_node {
     uint64_t health_ver;            /* bumped whenever health, ready or reason change */
     enum reg_health health;
     bool ready, has_socket;
+    int32_t pid;                    /* instance: reg_probe.pid of its last fingerprint */
 };
 /* Node by seq, or -ENOENT. */
 int reg_get(struct reg *reg, uint64_t seq, struct reg_node *out);

@@ -3,6 +3,7 @@
  * Layers: store.c uses store_check.c and store_upgrade.c, which use
  * store_file.c (lock, fsync, dir) and store_codec.c; none calls upward. */
 #include "registry/store_int.h"
+#include "registry/counters.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -169,9 +170,28 @@ static int store_room(void *ctx, uint64_t *bytes)
     return 0;
 }
 
+/* Metrics of a commit that went through (counters.h): count, time, size. */
+static void count_commit(struct store *st, int64_t t0_us)
+{
+    unsigned f = 0;
+    MDB_envinfo info;
+    MDB_stat ms;
+    if (t0_us) {
+        cnt_observe(&cnt.store_commit, cnt_now_us() - t0_us);
+        cnt_add(&cnt.store_commits, 1);
+        if (mdb_env_get_flags(st->env, &f) == 0 && !(f & MDB_NOSYNC))
+            cnt_add(&cnt.store_syncs, 1);   /* one fdatasync; meta pages go O_DSYNC */
+    }
+    if (mdb_env_info(st->env, &info) == 0 && mdb_env_stat(st->env, &ms) == 0) {
+        cnt_set(&cnt.store_used_bytes, (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize);
+        cnt_set(&cnt.store_map_bytes, info.me_mapsize);
+    }
+}
+
 static int store_commit(void *ctx, const struct store_txn *t)
 {
     struct store *st = ctx;
+    int64_t t0 = cnt_now_us();
     MDB_txn *txn = NULL;
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
     for (const struct store_rec *r = t->recs; rc == 0 && r; r = r->next)
@@ -186,6 +206,8 @@ static int store_commit(void *ctx, const struct store_txn *t)
         rc = mdb_txn_commit(txn);    /* frees txn, even when it fails */
     else if (txn)
         mdb_txn_abort(txn);
+    if (rc == 0)
+        count_commit(st, t0);
     reserve_topup(st);
     return rc == 0 ? 0 : commit_errno(st, rc);
 }
@@ -336,6 +358,7 @@ int store_open(struct store **out, const char *dir, unsigned flags, char *err,
         return rc;
     }
     st->be = (struct reg_backend){ store_commit, store_load, store_room, st };
+    count_commit(st, 0);
     *out = st;
     return 0;
 }

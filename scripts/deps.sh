@@ -3,6 +3,7 @@
 # Does nothing when all are present; runs apt-get update only when one is missing.
 set -eu
 
+# prometheus: promtool, which tests/integration/metrics runs on <mnt>/metrics
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
 libgrpc-dev
@@ -11,7 +12,9 @@ liblmdb-dev lmdb-utils
 libmount-dev libsystemd-dev
 libcriterion-dev
 valgrind strace util-linux coreutils procps dash shellcheck
-systemd mandoc man-db groff-base"
+systemd mandoc man-db groff-base
+prometheus
+clang-14 libfuzzer-14-dev"
 
 missing=""
 for p in $PKGS; do

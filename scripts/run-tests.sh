@@ -2,9 +2,62 @@
 # Runs test binaries (Criterion) and prints one closing line "N passed, N failed".
 # Those named in $VALGRIND_TESTS run a second time under valgrind (memcheck,
 # leaks and errors fatal). Every binary runs even when an earlier one failed.
+#
+# Cleanup is by PID and by what this run made, never by name or pattern
+# (other runs share the machine): each binary runs in a session of its own
+# (setsid), and the test library notes in $CSIFS_TEST_RUNDIR/made every temp
+# dir, mount point and process it starts (tests/lib/testutil.h tu_note).
+# After each binary, whatever of that is left (a test that crashed before
+# its own cleanup) is removed: the binary's process group gets SIGKILL, so
+# do noted pids whose start time still matches, FUSE mounts on a noted mount
+# point or inside a noted dir have their connection aborted and are
+# detached, and the noted dirs are removed.
 set -u
 passed=0; failed=0; bad=""
-log=$(mktemp); trap 'rm -f "$log"' EXIT
+log=$(mktemp)
+CSIFS_TEST_RUNDIR=$(mktemp -d); export CSIFS_TEST_RUNDIR
+made="$CSIFS_TEST_RUNDIR/made"
+trap 'rm -f "$log"; rm -rf "$CSIFS_TEST_RUNDIR"' EXIT
+
+# The start time (field 22 of /proc/PID/stat; the comm may hold spaces).
+starttime() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+
+# "<conn> <mount point>" of every fuse mount at or under a noted path.
+our_mounts() {
+    awk 'NR == FNR { if ($1 == "mnt" || $1 == "dir") want[$2] = 1; next }
+         { split($0, half, " - "); if (half[2] !~ /^fuse/) next
+           split($3, dev, ":"); p = $5
+           for (w in want) if (p == w || index(p, w "/") == 1) { print dev[2], p; break } }' \
+        "$made" /proc/self/mountinfo
+}
+
+cleanup_run() { # $1 = pid (and process group) of the binary that just ended
+    kill -KILL -- "-$1" 2>/dev/null
+    [ -s "$made" ] || return 0
+    while read -r kind pid start; do
+        [ "$kind" = pid ] && [ "$(starttime "$pid")" = "$start" ] && kill -KILL "$pid" 2>/dev/null
+    done <"$made"
+    our_mounts | sort -k2 -r | while read -r conn mnt; do
+        echo "run-tests: left behind: $mnt (connection $conn): aborting and detaching" >&2
+        [ -w "/sys/fs/fuse/connections/$conn/abort" ] && echo 1 >"/sys/fs/fuse/connections/$conn/abort"
+        umount -l "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+    done
+    while read -r kind path; do
+        [ "$kind" = dir ] && [ -d "$path" ] && rm -rf --one-file-system "$path"
+    done <"$made"
+    : >"$made"
+}
+
+# Run "$@" in its own session (in the foreground: a background job of a
+# non-interactive shell would start with SIGINT ignored); its exit status.
+run_own() {
+    pidf="$CSIFS_TEST_RUNDIR/pid"; rm -f "$pidf"
+    # shellcheck disable=SC2016  # $$ and $0 belong to the inner sh
+    setsid -w sh -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$@" >"$log" 2>&1; rc=$?
+    pid=$(cat "$pidf" 2>/dev/null)
+    [ -z "$pid" ] || cleanup_run "$pid"
+    return "$rc"
+}
 
 count() { # $1 = name, $2 = exit status; reads the Criterion synthesis line in $log
     c_line=$(grep -a 'Synthesis:' "$log" | tail -n 1)
@@ -23,14 +76,14 @@ count() { # $1 = name, $2 = exit status; reads the Criterion synthesis line in $
 for t in "$@"; do
     name=${t#"${BUILD:-build}"/tests/}
     echo "== $name"
-    "$t" --jobs=1 >"$log" 2>&1; rc=$?
+    run_own "$t" --jobs=1; rc=$?
     cat "$log"
     count "$name" "$rc"
     case " ${VALGRIND_TESTS:-} " in *" $t "*)
         echo "== $name (valgrind)"
         valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,possible \
             --trace-children=yes --child-silent-after-fork=yes \
-            "$t" --jobs=1 >"$log" 2>&1; rc=$?
+            run_own "$t" --jobs=1; rc=$?
         cat "$log"
         count "$name(valgrind)" "$rc"
     esac

@@ -5,10 +5,11 @@
  *            table, the `bench ...` lines and bench.json
  * sys.c      clocks, /proc readers, child processes, tmpfs, csifs daemons
  * tree.c     browse_cold, browse_hot, read_open, read_pread, stat_deep,
- *            restart, memory (one 1,000 x 10 tree)
+ *            metrics_read, restart, memory (one 1,000 x 10 tree)
  * register.c register_serial, register_parallel, register_burst, the raw
  *            LMDB baseline
- * probe.c    probe_fanout, hung_neighbour, memory_live, probe_call
+ * probe.c    probe_fanout, probe_spread, hung_neighbour, memory_live,
+ *            death_detect, probe_call
  * bare.c     the bare gRPC core baselines (run in a child process)
  * ring.c     failover, events_replay
  * counts.c   --requests: FUSE requests per workload (in-process mount)
@@ -50,8 +51,9 @@ extern struct bench_cfg cfg;
 
 /* ---- rows and samples (report.c) ---- */
 enum row {
-    R_BROWSE_COLD, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP,
-    R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_CALL,
+    R_BROWSE_COLD, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP, R_METRICS_READ,
+    R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
+    R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
     R_EVENTS_REPLAY, R_NROWS
 };
@@ -59,6 +61,8 @@ enum row {
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
  * when the row has none). */
 void bench_sample(enum row r, double v, double v2, double b);
+/* The same for a row whose second measure has its own baseline b2. */
+void bench_sample2(enum row r, double v, double v2, double b, double b2);
 /* A free-form note for the row, shown under the table and in the JSON. */
 void bench_note(enum row r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Does the run include row r (cfg.only)? */
@@ -129,6 +133,8 @@ double read_pass(char **paths, int n);
 double pread_pass(char **paths, int n);
 /* cfg.stats stat() calls of path: seconds. */
 double stat_pass(const char *path);
+/* `cat path > /dev/null`: seconds. */
+double cat_pass(const char *path);
 
 /* ---- groups ---- */
 void bench_tree(void);        /* tree.c */

@@ -1,5 +1,7 @@
-/* The prober rows: memory_live, probe_fanout, hung_neighbour (one csifs per
- * repetition with cfg.live healthy instances, heartbeat=1s) and probe_call.
+/* The prober rows: memory_live, probe_fanout, probe_spread, hung_neighbour
+ * (one csifs per repetition with cfg.live healthy instances, heartbeat=1s),
+ * death_detect (100 instances at heartbeat=30s, their plugin SIGKILLed) and
+ * probe_call.
  *
  * One csi-test-plugin process serves the cfg.live sockets live.sock.<i>,
  * another cfg.hung sockets that never answer (--hang). Instance
@@ -110,7 +112,8 @@ static void collect(struct tf *t, const char *prefix, int n, int64_t from, int64
 
 /* Watch csifs for secs: its CPU (% of one core) and the p99 of the live
  * instances' probes meanwhile (ms; `history` holds the last 16 of each). */
-static void window(struct tf *t, int secs, double *cpu, double *p99, const char *what)
+static void window(struct tf *t, int secs, double *cpu, double *p99, double *busiest,
+                   const char *what)
 {
     double c0 = proc_cpu_s(t->pid), s0 = now_s();
     int64_t w0 = wall_ms();
@@ -125,9 +128,9 @@ static void window(struct tf *t, int secs, double *cpu, double *p99, const char 
     say("  %s: %zu probes, %d not ok, p50 %.3f ms, p99 %.3f ms, max %.3f ms, cpu %.1f%%, "
         "%.0f%% of them in the busiest 100 ms of the second", what, l.n, l.failed,
         bench_pct(l.v, l.n, 50), *p99, bench_pct(l.v, l.n, 100), *cpu, busiest_100ms(&l));
+    *busiest = busiest_100ms(&l);
     if (!strcmp(what, "fanout"))
-        bench_note(R_PROBE_FANOUT, "p50 %.2fms, %.0f%% in the busiest 100ms", bench_pct(l.v, l.n, 50),
-                   busiest_100ms(&l));
+        bench_note(R_PROBE_FANOUT, "p50 %.2fms", bench_pct(l.v, l.n, 50));
     free(l.v);
 }
 
@@ -154,26 +157,26 @@ static void fanout_rep(int rep)
     double per_chan = run_value(bare);
     bench_sample(R_MEMORY_LIVE, (double)(rss1 - rss0) / cfg.live, NAN, per_chan);
 
-    double cpu = NAN, p99 = NAN, hcpu = NAN, hp99 = NAN;
+    double cpu = NAN, p99 = NAN, busy = NAN, hcpu = NAN, hp99 = NAN, hbusy;
     for (int k = 0; k < 2; k++) {
         if ((k + rep) % 2 == 0) {
-            window(&t, cfg.window_s, &cpu, &p99, "fanout");
+            window(&t, cfg.window_s, &cpu, &p99, &busy, "fanout");
             continue;
         }
         if (attach(&t, "h", hung, cfg.hung) == 0)
-            window(&t, cfg.window_s < 16 ? cfg.window_s : 16, &hcpu, &hp99, "hung");
+            window(&t, cfg.window_s < 16 ? cfg.window_s : 16, &hcpu, &hp99, &hbusy, "hung");
         detach(&t, "h", cfg.hung);
         sleep_s(0.5);
     }
-    bench_sample(R_PROBE_FANOUT, cpu, p99, NAN);
     /* the same probes/s from bare gRPC core, evenly spread: the machine's floor */
     char secs[16];
     snprintf(secs, sizeof(secs), "%d", cfg.window_s < 3 ? cfg.window_s : 3);
     const char *bare_fan[] = { self_exe(), "--child", "bare", "fanout", live, n, secs, NULL };
-    double got[2];
-    if (run_values(bare_fan, got, 2) == 2)
-        bench_note(R_PROBE_FANOUT, "bare gRPC core, same rate: p99 %.2fms, CPU %.1f%%", got[0],
-                   got[1]);
+    double got[2] = { NAN, NAN };
+    if (run_values(bare_fan, got, 2) != 2)
+        got[0] = got[1] = NAN;
+    bench_sample2(R_PROBE_FANOUT, cpu, p99, got[1], got[0]);
+    bench_sample(R_PROBE_SPREAD, busy, NAN, NAN);
     bench_sample(R_HUNG_NEIGHBOUR, hp99, NAN, p99);
     bench_note(R_HUNG_NEIGHBOUR, "csifs CPU %.1f%% with the hung ones", hcpu);
     daemon_stop(&t);
@@ -214,11 +217,55 @@ static void call_reps(void)
     daemon_stop(&t);
 }
 
+#define DEATH_N 100
+
+static bool none_healthy(struct tf *t)
+{
+    char buf[64];
+    for (int i = 0; i < DEATH_N; i++)
+        if (readf(t, buf, sizeof(buf), "csi-node/d%d/a0/health", i) < 0 ||
+            strcmp(buf, "unhealthy\n") != 0)
+            return false;
+    return true;
+}
+
+/* 100 instances at the default heartbeat, one plugin process behind them:
+ * SIGKILL it, and time until every instance reads unhealthy. */
+static void death_rep(void)
+{
+    struct tf t = { 0 };
+    struct tp_proc pd;
+    char base[4300], n[16];
+    snprintf(base, sizeof(base), "%s/death.sock", dir);
+    snprintf(n, sizeof(n), "%d", DEATH_N);
+    if (tp_start(&pd, "--socket", base, "--sockets", n, "--type", "node", NULL) < 0) {
+        say("death_detect: cannot start the plugin");
+        return;
+    }
+    if (daemon_start(&t, "bench-death", "nosync,heartbeat=30s") < 0) {
+        tp_kill(&pd);
+        return;
+    }
+    if (attach(&t, "d", base, DEATH_N) < 0 ||
+        !wait_files(&t, "csi-node/d%d/a0/health", DEATH_N, "healthy", 60)) {
+        say("death_detect: %d instances did not all become healthy", DEATH_N);
+    } else {
+        sleep_s(1);
+        double t0 = now_s();
+        tp_kill(&pd);
+        while (!none_healthy(&t) && now_s() - t0 < 60)
+            sleep_s(0.005);
+        bench_sample(R_DEATH_DETECT, (now_s() - t0) * 1000, NAN, NAN);
+    }
+    tp_kill(&pd);
+    daemon_stop(&t);
+}
+
 void bench_probe(void)
 {
     bool group = bench_wants(R_PROBE_FANOUT) || bench_wants(R_HUNG_NEIGHBOUR) ||
-                 bench_wants(R_MEMORY_LIVE);
-    if (!group && !bench_wants(R_PROBE_CALL))
+                 bench_wants(R_MEMORY_LIVE) || bench_wants(R_PROBE_SPREAD);
+    if (!group && !bench_wants(R_PROBE_CALL) && !bench_wants(R_DEATH_DETECT))
         return;
     struct tp_proc lp, hp;
     char *d = tu_tmpdir("bench-plugins"), n[16], h[16];
@@ -239,6 +286,8 @@ void bench_probe(void)
         fanout_rep(rep);
     if (bench_wants(R_PROBE_CALL))
         call_reps();
+    for (int rep = 0; bench_wants(R_DEATH_DETECT) && rep < cfg.reps; rep++)
+        death_rep();
     tp_stop(&lp);
     tp_stop(&hp);
     tu_rmrf(dir);

@@ -40,7 +40,7 @@ int tree_build(struct tf *t, const char *sock)
 
 /* Copy src to dst: dirs, symlinks, regular files of the same size and mode
  * (`health` with its content; `events` at depth 0 empty: reading it would
- * block). Counts the names. */
+ * block; `metrics` and `stats` are size 0 as in /proc). Counts the names. */
 static int copy_tree(const char *src, const char *dst, int depth)
 {
     DIR *d = opendir(src);
@@ -177,10 +177,21 @@ double stat_pass(const char *path)
     return now_s() - t0;
 }
 
+double cat_pass(const char *path)
+{
+    const char *argv[] = { "cat", path, NULL };
+    double t0 = now_s();
+    int st = run_fg(argv);
+    if (st != 0)
+        say("cat %s: status %d", path, st);
+    return now_s() - t0;
+}
+
 static void reads(int rep, char **paths[2], const char *deep[2])
 {
     int n = cfg.plugins * cfg.insts;
     double ro[2], pr[2], sd[2];
+    bench_sample(R_METRICS_READ, cat_pass(tf_path(&t, "metrics")) * 1000, NAN, NAN);
     for (int k = 0; k < 2; k++) {
         int w = (k + rep) % 2;
         ro[w] = read_pass(paths[w], n);
@@ -263,7 +274,7 @@ static void restart(int rep)
 void bench_tree(void)
 {
     enum row mine[] = { R_BROWSE_COLD, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP,
-                        R_RESTART, R_MEMORY };
+                        R_METRICS_READ, R_RESTART, R_MEMORY };
     bool any = false;
     for (size_t k = 0; k < sizeof(mine) / sizeof(mine[0]); k++)
         any |= bench_wants(mine[k]);

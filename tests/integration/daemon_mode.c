@@ -371,7 +371,7 @@ Test(daemon_mode, sd_notify_ready_once_serving_and_stopping_on_sigterm)
     /* READY=1 means serving: the tree answers at once */
     char out[4096];
     cr_assert_eq(sh(out, sizeof(out), "ls mnt | tr '\\n' ' '"), 0);
-    cr_assert_str_eq(out, "csi-controller csi-node events ");
+    cr_assert_str_eq(out, "csi-controller csi-node events metrics ");
     stop_fg(pid, D("mnt"));
     cr_assert_str_eq(recv_notify(fd, 2000), "STOPPING=1");
     close(fd);
@@ -558,7 +558,7 @@ static void kill_with_the_notifier_stuck(bool shared)
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert_lt(took, tu_ms(5000), "restart took %lld ms", (long long)took);
     cr_assert_eq(sh(out, sizeof(out), "ls mnt | tr '\\n' ' '"), 0);
-    cr_assert_str_eq(out, "csi-controller csi-node events ");
+    cr_assert_str_eq(out, "csi-controller csi-node events metrics ");
     struct pollfd pf = { .fd = p[0], .events = POLLIN };
     cr_assert_eq(poll(&pf, 1, (int)tu_ms(5000)), 1, "the held mkdir still waits");
     int e = -1;

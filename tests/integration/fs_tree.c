@@ -96,12 +96,12 @@ Test(tree, register_and_browse)
     cr_assert_eq(lstat(P("csi-controller/ebs/c0/nodeid"), &st), -1);
     cr_assert_eq(tf_sh(&t, "test \"$(ls csi-controller/ebs/c0 | tr '\\n' ' ')\" = "
                            "'capabilities container_mount_point health history mount_point "
-                           "provider ready reason registered version '"), 0);
+                           "provider ready reason registered stats version '"), 0);
     cr_assert_eq(tf_sh(&t, "test \"$(ls csi-node/ebs/a0 | tr '\\n' ' ')\" = "
                            "'capabilities container_mount_point health history max_volumes "
-                           "mount_point nodeid provider ready reason registered socket topology "
-                           "version '"), 0);
-    cr_assert_eq(tf_sh(&t, "test \"$(ls | tr '\\n' ' ')\" = 'csi-controller csi-node events '"), 0);
+                           "mount_point nodeid provider ready reason registered socket stats "
+                           "topology version '"), 0);
+    cr_assert_eq(tf_sh(&t, "test \"$(ls | tr '\\n' ' ')\" = 'csi-controller csi-node events metrics '"), 0);
 }
 
 Test(tree, mkdir_p_idempotent_and_order)
@@ -348,6 +348,39 @@ Test(tree, ls_lR_large)
     cr_assert_eq(tf_sh(&t, "ls -lR csi-node | awk '/ health$/ && $5 != 8 {bad=1} END {exit bad}'"), 0);
     cr_assert_eq(tf_sh(&t, "ls -lR csi-node | awk '/ ready$/ && $5 != 2 {bad=1} END {exit bad}'"), 0);
     cr_assert_eq(tf_sh(&t, "test \"$(cat csi-node/p099/a9/health)\" = unknown"), 0);
+}
+
+/* A listing longer than one reply: the kernel asks again from the last
+ * cookie (with READDIR after a first READDIRPLUS, from its cache or not),
+ * and gets every entry once, newest first. Registry children's cookies go
+ * down (seq order), so resuming goes by seq, not by "cookie <= offset". */
+Test(tree, long_listings_are_complete)
+{
+    char name[80];
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/big"), 0);
+    for (int k = 0; k < 400; k++) {
+        snprintf(name, sizeof(name), "csi-node/big/a%03d-%s", k,
+                 "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+        cr_assert_eq(mkdir(P(name), 0755), 0);
+        snprintf(name, sizeof(name), "csi-node/q%03d-%s", k,
+                 "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+        cr_assert_eq(mkdir(P(name), 0755), 0);
+    }
+    for (int pass = 0; pass < 2; pass++) {   /* uncached, then from the cache */
+        cr_assert_eq(tf_sh(&t, "test $(ls -f csi-node/big | sort -u | wc -l) = 402"), 0,
+                     "400 instances, . and .. (no current), once each (pass %d)", pass);
+        cr_assert_eq(tf_sh(&t, "test \"$(ls -U csi-node/big | head -1)\" = a399-%s && "
+                               "test \"$(ls -U csi-node/big | tail -1)\" = a000-%s",
+                           "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz",
+                           "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"), 0,
+                     "newest first");
+        cr_assert_eq(tf_sh(&t, "test $(ls -f csi-node | sort -u | wc -l) = 403"), 0,
+                     "401 plugins, . and ..");
+        cr_assert_eq(tf_sh(&t, "ls -l csi-node/big > /dev/null"), 0);
+    }
+    /* a change in the middle of the cached listing */
+    cr_assert_eq(tf_sh(&t, "rmdir csi-node/big/a200-%s && test $(ls csi-node/big | wc -l) = 399",
+                       "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"), 0);
 }
 
 /* DESIGN 5: a control character in a socket target or a writable attribute

@@ -10,6 +10,7 @@
 #include "csi/client.h"
 #include "tests/lib/fsrun.h"
 #include "tests/lib/plugin_proc.h"
+#include "tests/integration/prober_util.h"
 #include "tests/lib/testutil.h"
 
 static struct tf t;
@@ -27,74 +28,13 @@ TestSuite(prober, .fini = teardown, .timeout = 120);
 
 static void spawn(const char *opts)
 {
-    struct tf_opts o = { .tag = "prober", .extra_opts = opts };
-    cr_assert_eq(tf_spawn(&t, &o), 0, "tf_spawn");
+    pu_use(&t);
+    pu_spawn("prober", opts);
 }
 
-/* A socket path in the test's temp dir (a static rotating buffer). */
-static const char *sock(const char *name)
-{
-    static char bufs[4][108];
-    static int k;
-    char *b = bufs[k++ % 4];
-    int n = snprintf(b, sizeof(bufs[0]), "%s/%s", t.dir, name);
-    cr_assert(n > 0 && n < (int)sizeof(bufs[0]), "socket path too long");
-    return b;
-}
-
-#define PLUGIN(pp, ...) \
-    cr_assert_eq(tp_start((pp), "--socket", __VA_ARGS__, (const char *)NULL), 0, "tp_start")
-
-/* mkdir -p <type>/<plugin>/<alloc> and point its socket at target. */
-static void reg(const char *inst, const char *target)
-{
-    cr_assert_eq(tf_sh(&t, "mkdir -p %s && ln -s '%s' %s/socket", inst, target, inst), 0,
-                 "register %s", inst);
-}
-
-struct want {
-    const char *rel, *value;
-    bool link;
-};
-
-static bool holds(void *arg)
-{
-    const struct want *w = arg;
-    const char *v = w->link ? tf_readlink(&t, w->rel) : tf_cat(&t, w->rel);
-    return v && strcmp(v, w->value) == 0;
-}
-
-/* Wait until the file (or link) reads value: a liveness bound of ms. */
-static void wait_value(const char *rel, const char *value, bool link, int64_t ms)
-{
-    struct want w = { rel, value, link };
-    bool ok = tu_wait_for(holds, &w, ms);
-    const char *v = link ? tf_readlink(&t, rel) : tf_cat(&t, rel);
-    cr_assert(ok, "%s reads \"%s\" after %lld ms, want \"%s\"", rel, v ? v : strerror(errno),
-              (long long)tu_ms(ms), value);
-}
-
-#define WAIT_CAT(rel, value, ms) wait_value(rel, value, false, ms)
-#define WAIT_LINK(rel, value, ms) wait_value(rel, value, true, ms)
-
-/* The file (or link) reads value: at once, but for the few microseconds
- * between two invalidations of one change (health is fresh, reason not yet). */
-static void is(const char *rel, const char *value)
-{
-    wait_value(rel, value, false, 200);
-}
-
-static void link_is(const char *rel, const char *value)
-{
-    wait_value(rel, value, true, 200);
-}
-
-/* The retained events hold a line with this text. */
-static void has_event(const char *text)
-{
-    cr_assert_eq(tf_sh(&t, "timeout 1 cat events | grep -qF '%s'", text), 0,
-                 "no event \"%s\"", text);
-}
+#define sock pu_sock
+#define reg pu_reg
+#define has_event pu_has_event
 
 /* Every probe in the history file of inst: outcome ok and latency below
  * max_ms. Returns how many there were. */
@@ -290,10 +230,9 @@ Test(prober, misbehaving_plugins_cost_the_healthy_one_nothing)
         cr_assert(h && strcmp(h, "healthy") == 0, "good: health %s", h);
         tu_sleep_ms(20);
     }
-    is("csi-node/hang/a/reason", "probe timed out after 2s");
-    is("csi-node/hole/a/reason", "probe timed out after 2s");
-    const char *r = tf_cat(&t, "csi-node/garbage/a/reason");
-    cr_assert(r && strncmp(r, "UNAVAILABLE", 11) == 0, "garbage: reason %s", r);
+    is("csi-node/hang/a/reason", "Probe timed out after 2s");
+    is("csi-node/hole/a/reason", "Probe timed out after 2s");
+    is("csi-node/garbage/a/reason", "protocol: not HTTP/2");
     cr_assert_str_neq(tf_cat(&t, "csi-node/hang/a/health"), "healthy");
     /* the first round fingerprints, then one Probe per heartbeat: none of
      * them waited for the others' deadlines */

@@ -28,6 +28,7 @@ static int make_dirs(struct tf *t, const char *tag)
         return -ENOMEM;
     if (mkdir(t->mnt, 0755) < 0 && errno != EEXIST)
         return -errno;
+    tu_note("mnt", t->mnt);
     return 0;
 }
 
@@ -90,6 +91,7 @@ int tf_spawn(struct tf *t, const struct tf_opts *o)
         execl(bin, "csifs", "-f", "-o", opts, t->mnt, (char *)NULL);
         _exit(127);
     }
+    tu_note_pid(t->pid);
     if (!tu_wait_for(mounted, t, 10000)) {
         tf_kill(t, true);
         return -ETIMEDOUT;

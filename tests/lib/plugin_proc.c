@@ -1,5 +1,6 @@
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
+#include "tests/lib/mntwatch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,18 +45,7 @@ static void live_del(pid_t pid)
 /* waitpid(pid) for up to ms (scaled); the wait status, -ETIMEDOUT or -errno. */
 static int reap(pid_t pid, int ms)
 {
-    int64_t end = tu_now_ms() + tu_ms(ms);
-    for (;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return st;
-        if (r < 0 && errno != EINTR)
-            return -errno;
-        if (tu_now_ms() > end)
-            return -ETIMEDOUT;
-        tu_sleep_ms(2);
-    }
+    return mw_wait(pid, tu_ms(ms));
 }
 
 static void forget(struct tp_proc *p, int status)
@@ -147,6 +137,7 @@ int tp_startv(struct tp_proc *p, const char *const *argv)
     p->pid = pid;
     p->out = fds[0];
     live_add(pid, fds[0]);
+    tu_note_pid(pid);
     int rc = wait_ready(p);
     if (rc == -ECHILD && tp_wait(p, 5000) < 0)
         rc = -ETIMEDOUT;    /* closed stdout but did not exit */

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* ms scaled by CSIFS_TEST_SLACK. */
 int64_t tu_ms(int64_t ms);
@@ -21,6 +22,12 @@ bool tu_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
 char *tu_tmpdir(const char *tag);
 /* rm -rf path (best effort). */
 void tu_rmrf(const char *path);
+/* Note what this test made, for scripts/run-tests.sh to clean up should the
+ * test binary die before it does: appends "<kind> <value>" to
+ * $CSIFS_TEST_RUNDIR/made (nothing when unset). Kinds: "dir" (tu_tmpdir),
+ * "mnt" (a mount point), "pid" (value "<pid> <starttime>", tu_note_pid). */
+void tu_note(const char *kind, const char *value);
+void tu_note_pid(pid_t pid);
 /* Directory holding the built binaries (BUILD env or "build"). */
 const char *tu_build_dir(void);
 

@@ -5,6 +5,8 @@
  * thread drives the completion queue; delayed replies wait in a list. */
 #include "tests/plugin/plugin.h"
 
+#include "registry/defaults.h"
+
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
@@ -50,9 +52,7 @@ struct server {
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return csifs_mono_ms();
 }
 
 static void pcall_unref(struct pcall *pc)
@@ -211,7 +211,7 @@ static int listen_all(struct server *s, const struct plug_cfg *cfg)
 {
     grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
     int rc = 0;
-    for (size_t i = 0; i < cfg->nsockets && !rc; i++) {
+    for (size_t i = 0; i < cfg->nsockets && !rc && !cfg->signals; i++) {
         char *addr = NULL;
         if (asprintf(&addr, "unix:%s", cfg->sockets[i]) < 0 ||
             !grpc_server_add_http2_port(s->srv, addr, creds)) {
@@ -222,6 +222,10 @@ static int listen_all(struct server *s, const struct plug_cfg *cfg)
     }
     grpc_server_credentials_release(creds);
     grpc_server_start(s->srv);
+    if (!rc && cfg->signals && plug_fd_listen(cfg, s->srv) != 0) {
+        fprintf(stderr, "csi-test-plugin: cannot listen\n");
+        rc = -1;
+    }
     if (!rc && post_request(s) != 0) {
         fprintf(stderr, "csi-test-plugin: grpc_server_request_call failed\n");
         rc = -1;
@@ -270,6 +274,8 @@ int plug_serve_grpc(const struct plug_cfg *cfg)
     grpc_server_register_completion_queue(s.srv, s.cq, NULL);
     int rc = listen_all(&s, cfg);
     run(&s, rc != 0);
+    if (cfg->signals)
+        plug_fd_stop(cfg);
     grpc_completion_queue_destroy(s.cq);
     grpc_shutdown();
     return rc;

@@ -52,6 +52,11 @@ static const char usage[] =
     "  --error CODE[:MSG]     answer gRPC status CODE (name or number) with MSG;\n"
     "                         OK answers OK with no reply message\n"
     "  --exit-on-call N       _exit(3) on receiving the Nth call (socket file left behind)\n"
+    "  --node-id-size N       NodeGetInfo node_id of N bytes ('n'), instead of --node-id\n"
+    "  --topology-sep C       split --topology at C rather than '=' (a key with '=')\n"
+    "  --signals              accept connections itself; SIGUSR1: stop serving, staying\n"
+    "                         alive (listeners and connections closed, socket files\n"
+    "                         left); SIGUSR2: close every connection, keep listening\n"
     "  --only METHOD          Probe, GetPluginInfo, GetPluginCapabilities, NodeGetInfo,\n"
     "                         NodeGetCapabilities or ControllerGetCapabilities\n"
     "Not gRPC at all:\n"
@@ -116,7 +121,7 @@ static void default_cap(struct plug_cfg *cfg, const bool *set, enum plug_cap kin
 enum { O_SOCKET = 256, O_SOCKETS, O_TYPE, O_NAME, O_VERSION, O_NODE_ID, O_MAX_VOLUMES,
        O_TOPOLOGY, O_PLUGIN_CAP, O_EXPANSION_CAP, O_NODE_CAP, O_CONTROLLER_CAP, O_NOT_READY,
        O_NOT_READY_FOR, O_READY_ABSENT, O_HANG, O_DELAY, O_ERROR, O_EXIT_ON_CALL, O_ONLY,
-       O_BLACKHOLE, O_GARBAGE, O_HELP };
+       O_BLACKHOLE, O_GARBAGE, O_NODE_ID_SIZE, O_TOPOLOGY_SEP, O_SIGNALS, O_HELP };
 
 static const struct option options[] = {
     { "socket", required_argument, 0, O_SOCKET }, { "sockets", required_argument, 0, O_SOCKETS },
@@ -136,6 +141,9 @@ static const struct option options[] = {
     { "exit-on-call", required_argument, 0, O_EXIT_ON_CALL },
     { "only", required_argument, 0, O_ONLY }, { "blackhole", no_argument, 0, O_BLACKHOLE },
     { "garbage", no_argument, 0, O_GARBAGE }, { "help", no_argument, 0, O_HELP },
+    { "node-id-size", required_argument, 0, O_NODE_ID_SIZE },
+    { "topology-sep", required_argument, 0, O_TOPOLOGY_SEP },
+    { "signals", no_argument, 0, O_SIGNALS },
     { 0, 0, 0, 0 },
 };
 
@@ -173,7 +181,8 @@ static void parse_args(int argc, char **argv, struct plug_cfg *cfg)
     long nsockets = 0;
     int o;
     *cfg = (struct plug_cfg){ .name = "csi-test-plugin", .version = "1.0.0",
-                              .node_id = "test-node", .error_code = -1, .only = -1 };
+                              .node_id = "test-node", .error_code = -1, .only = -1,
+                              .topology_sep = '=' };
     while ((o = getopt_long(argc, argv, "", options, NULL)) != -1) {
         switch (o) {
         case O_SOCKET:
@@ -196,8 +205,6 @@ static void parse_args(int argc, char **argv, struct plug_cfg *cfg)
         case O_NODE_ID: cfg->node_id = optarg; break;
         case O_MAX_VOLUMES: cfg->max_volumes = parse_int(optarg, "bad --max-volumes", INT64_MIN); break;
         case O_TOPOLOGY:
-            if (!strchr(optarg, '='))
-                die_usage("--topology wants KEY=VALUE", optarg);
             cfg->topology = push(cfg->topology, &cfg->ntopology, sizeof(*cfg->topology));
             cfg->topology[cfg->ntopology - 1] = optarg;
             break;
@@ -224,12 +231,31 @@ static void parse_args(int argc, char **argv, struct plug_cfg *cfg)
             break;
         case O_BLACKHOLE: cfg->mode = PLUG_BLACKHOLE; break;
         case O_GARBAGE: cfg->mode = PLUG_GARBAGE; break;
+        case O_NODE_ID_SIZE: {
+            size_t n = (size_t)parse_int(optarg, "bad --node-id-size", 0);
+            char *id = malloc(n + 1);
+            if (!id)
+                die_usage("out of memory", NULL);
+            memset(id, 'n', n);
+            id[n] = '\0';
+            cfg->node_id = id;      /* lives until exit */
+            break;
+        }
+        case O_TOPOLOGY_SEP:
+            if (strlen(optarg) != 1)
+                die_usage("--topology-sep wants one character", optarg);
+            cfg->topology_sep = optarg[0];
+            break;
+        case O_SIGNALS: cfg->signals = true; break;
         case O_HELP: fputs(usage, stdout); exit(0);
         default: die_usage("bad option", NULL);
         }
     }
     if (optind < argc)
         die_usage("unexpected argument", argv[optind]);
+    for (size_t i = 0; i < cfg->ntopology; i++)
+        if (!strchr(cfg->topology[i], cfg->topology_sep))
+            die_usage("--topology wants KEY=VALUE", cfg->topology[i]);
     if (!cfg->nsockets)
         die_usage("--socket is required", NULL);
     if (nsockets)

@@ -5,6 +5,7 @@
 #include "csi/client.h"
 
 #include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,6 +43,8 @@ struct plug_cfg {
     const char *error_msg;
     long exit_on_call;             /* 0: never */
     int only;
+    char topology_sep;             /* splits --topology KEY<sep>VALUE ('=') */
+    bool signals;                  /* accept itself: SIGUSR1/SIGUSR2 (fdserve.c) */
 };
 
 /* Set by SIGTERM/SIGINT: shut down cleanly (the socket files are removed). */
@@ -55,6 +58,11 @@ int plug_serve_raw(const struct plug_cfg *cfg);
 grpc_byte_buffer *plug_reply(const struct plug_cfg *cfg, enum csi_method m, int64_t uptime_ms);
 /* Whether the plugin's --type serves m (Identity always). */
 bool plug_serves(const struct plug_cfg *cfg, enum csi_method m);
+/* --signals: listen on every socket, accept in a thread, hand each
+ * connection to srv (started). 0 or -1. */
+int plug_fd_listen(const struct plug_cfg *cfg, grpc_server *srv);
+/* Stop that thread, close everything, remove the socket files. */
+void plug_fd_stop(const struct plug_cfg *cfg);
 /* Print "READY <socket>" for every socket, flushed. */
 void plug_announce(const struct plug_cfg *cfg);
 

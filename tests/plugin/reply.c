@@ -117,7 +117,7 @@ static grpc_byte_buffer *node_info(const struct plug_cfg *cfg)
         return NULL;
     segs = slots_of(ptrs, cfg->ntopology);
     for (size_t i = 0; i < cfg->ntopology; i++) {
-        const char *kv = cfg->topology[i], *eq = strchr(kv, '=');  /* checked by main */
+        const char *kv = cfg->topology[i], *eq = strchr(kv, cfg->topology_sep);  /* checked by main */
         csi__v1__topology__segments_entry__init(&segs[i]);
         segs[i].key = strndup(kv, (size_t)(eq - kv));
         segs[i].value = (char *)eq + 1;

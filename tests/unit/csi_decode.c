@@ -45,7 +45,7 @@ static void refused(enum csi_method m, const uint8_t *buf, size_t n)
     struct csi_result r = { 0 };
     cr_assert_eq(csi_decode(m, buf, n, &r), -EBADMSG, "accepted %zu bytes", n);
     cr_assert(!r.ok);
-    cr_assert(r.reason && strncmp(r.reason, "bad response: undecodable ", 26) == 0, "%s", r.reason);
+    cr_assert(r.reason && strncmp(r.reason, "protocol: undecodable ", 22) == 0, "%s", r.reason);
     csi_result_clear(&r);
 }
 
@@ -281,52 +281,133 @@ Test(csi_decode, method_paths_match_the_proto)
 
 /* ---- reasons ---- */
 
-static void reason_is(int status, const char *msg, const char *path, int ms, const char *want)
+static void reason_is(enum csi_method m, int status, const char *msg, int ms, const char *want)
 {
-    char *r = csi_reason(status, msg, path, ms);
+    char *r = csi_reason(m, status, msg, ms);
     cr_assert_str_eq(r, want);
     free(r);
 }
 
 Test(csi_decode, reasons)
 {
-    reason_is(GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded", "/x", 5000, "probe timed out after 5s");
-    reason_is(GRPC_STATUS_DEADLINE_EXCEEDED, "", NULL, 1500, "probe timed out after 1500ms");
-    reason_is(GRPC_STATUS_UNIMPLEMENTED, "", NULL, 1000, "UNIMPLEMENTED");
-    reason_is(GRPC_STATUS_FAILED_PRECONDITION, "not\nhealthy", NULL, 1000,
-              "FAILED_PRECONDITION: not?healthy");
-    reason_is(GRPC_STATUS_UNAVAILABLE, "Socket closed", NULL, 1000, "UNAVAILABLE: Socket closed");
-    reason_is(GRPC_STATUS_UNAVAILABLE, "x", "/nonexistent-csifs/dir/csi.sock", 1000,
-              "connect: No such file or directory");
-    reason_is(99, "odd", NULL, 1000, "STATUS_99: odd");
+    reason_is(CSI_PROBE, GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded", 5000,
+              "Probe timed out after 5s");
+    reason_is(CSI_NODE_GET_INFO, GRPC_STATUS_DEADLINE_EXCEEDED, "", 1500,
+              "NodeGetInfo timed out after 1500ms");
+    reason_is(CSI_PROBE, GRPC_STATUS_UNIMPLEMENTED, "", 1000, "UNIMPLEMENTED");
+    /* the first line only */
+    reason_is(CSI_PROBE, GRPC_STATUS_FAILED_PRECONDITION, "not\nhealthy", 1000,
+              "FAILED_PRECONDITION: not");
+    reason_is(CSI_PROBE, GRPC_STATUS_FAILED_PRECONDITION, "a\tb\x01", 1000,
+              "FAILED_PRECONDITION: a?b?");
+    reason_is(CSI_PROBE, 99, "odd", 1000, "STATUS_99: odd");
+    /* gRPC core's own texts: never a path or its internals */
+    reason_is(CSI_PROBE, GRPC_STATUS_UNAVAILABLE,
+              "failed to connect to all addresses; last error: UNAVAILABLE: "
+              "unix:/tmp/x/f-garbage: Failed parsing HTTP/2", 1000, "protocol: not HTTP/2");
+    reason_is(CSI_PROBE, GRPC_STATUS_UNAVAILABLE, "Socket closed", 1000,
+              "UNAVAILABLE: connection closed");
+    reason_is(CSI_PROBE, GRPC_STATUS_UNAVAILABLE,
+              "failed to connect to all addresses; last error: UNKNOWN: unix:/a/b: x", 1000,
+              "UNAVAILABLE: connection failed");
+    reason_is(CSI_NODE_GET_INFO, GRPC_STATUS_RESOURCE_EXHAUSTED,
+              "Received message larger than max (1048590 vs. 65536)", 1000,
+              "protocol: reply over 64 KiB");
 
-    /* 300 bytes, cut to at most 256 on a character boundary */
+    /* 300 bytes, cut to at most 200 on a character boundary */
     char msg[302] = "a", want[300] = "INTERNAL: a";
     for (int i = 0; i < 150; i++)
         strcat(msg, "\xc3\xa9");
-    for (int i = 0; i < 127; i++)
+    for (int i = 0; i < 99; i++)
         strcat(want, "\xc3\xa9");
-    reason_is(GRPC_STATUS_INTERNAL, msg, NULL, 1000, want);
+    reason_is(CSI_PROBE, GRPC_STATUS_INTERNAL, msg, 1000, want);
+    /* every byte of an invalid UTF-8 sequence is a '?' */
+    reason_is(CSI_PROBE, GRPC_STATUS_INTERNAL, "x\xff\xc3(\xe2\x82y\xed\xa0\x80", 1000,
+              "INTERNAL: x??" "(??y???");
 }
 
-/* UNAVAILABLE looks at the socket itself: refused when nothing listens on
- * it, the gRPC message when something does. */
-Test(csi_decode, reasons_connect_to_the_socket)
+/* The dial diagnosis: refused when nothing listens on the socket, 0 and
+ * the listener's pid when something does. */
+Test(csi_decode, dial_check_connects_to_the_socket)
 {
     char *dir = tu_tmpdir("reason");
     cr_assert(dir);
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s.sock", dir);
+    pid_t pid = -1;
+    cr_assert_eq(csi_dial_check(sa.sun_path, &pid), ENOENT);
+    cr_assert_eq(pid, 0);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert(fd >= 0);
     cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     cr_assert_eq(listen(fd, 4), 0);
-    reason_is(GRPC_STATUS_UNAVAILABLE, "Failed parsing HTTP/2", sa.sun_path, 1000,
-              "UNAVAILABLE: Failed parsing HTTP/2");
+    cr_assert_eq(csi_dial_check(sa.sun_path, &pid), 0);
+    cr_assert_eq(pid, getpid());
     close(fd);      /* the file stays: a stale socket */
-    reason_is(GRPC_STATUS_UNAVAILABLE, "x", sa.sun_path, 1000, "connect: Connection refused");
+    cr_assert_eq(csi_dial_check(sa.sun_path, NULL), ECONNREFUSED);
     tu_rmrf(dir);
     free(dir);
+}
+
+/* ---- what no fingerprint may hold ---- */
+
+static struct csi_result node_info(const char *node_id, const char *key, const char *value)
+{
+    Csi__V1__NodeGetInfoResponse r = CSI__V1__NODE_GET_INFO_RESPONSE__INIT;
+    Csi__V1__Topology t = CSI__V1__TOPOLOGY__INIT;
+    Csi__V1__Topology__SegmentsEntry seg = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT;
+    Csi__V1__Topology__SegmentsEntry *segs[] = { &seg };
+    r.node_id = (char *)node_id;
+    if (key) {
+        seg.key = (char *)key;
+        seg.value = (char *)value;
+        t.n_segments = 1;
+        t.segments = segs;
+        r.accessible_topology = &t;
+    }
+    size_t n = csi__v1__node_get_info_response__get_packed_size(&r);
+    uint8_t *buf = malloc(n + 1);
+    cr_assert(buf);
+    csi__v1__node_get_info_response__pack(&r, buf);
+    struct csi_result res = { 0 };
+    (void)csi_decode(CSI_NODE_GET_INFO, buf, n, &res);
+    free(buf);
+    return res;
+}
+
+static void node_info_refused(const char *node_id, const char *key, const char *value,
+                              const char *why)
+{
+    struct csi_result r = node_info(node_id, key, value);
+    cr_assert(!r.ok, "accepted node_id %.20s topology %s=%s", node_id, key, value);
+    cr_assert_str_eq(r.reason, why);
+    csi_result_clear(&r);
+}
+
+Test(csi_decode, bad_fingerprints_are_refused)
+{
+    char id[300];
+    memset(id, 'n', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    node_info_refused(id, NULL, NULL, "fingerprint: node_id over 256 bytes");
+    id[256] = '\0';
+    struct csi_result r = node_info(id, "zone", "a");
+    cr_assert(r.ok, "%s", r.reason);
+    cr_assert_str_eq(r.node_id, id);
+    csi_result_clear(&r);
+    node_info_refused("n", "zo=ne", "a", "fingerprint: bad topology key");
+    node_info_refused("n", "zone", "a=b", "fingerprint: bad topology key");
+    node_info_refused("n", "zo ne", "a", "fingerprint: bad topology key");
+    node_info_refused("n", "zone", "a\nb", "fingerprint: bad topology key");
+}
+
+Test(csi_decode, invalid_utf8_replaced)
+{
+    /* name "\xff" "é" "\xc3", vendor "\xe2\x82" "1" */
+    struct csi_result r = ok(CSI_GET_PLUGIN_INFO, "0A 04 FF C3 A9 C3 12 03 E2 82 31");
+    cr_assert_str_eq(r.name, "?\xc3\xa9?");
+    cr_assert_str_eq(r.vendor_version, "??1");
+    csi_result_clear(&r);
 }
 
 Test(csi_decode, status_names)

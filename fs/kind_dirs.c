@@ -1,0 +1,103 @@
+/* The directory kinds: root, type, plugin, instance (rows in node.c). */
+#include "fs/kinds.h"
+
+#include <errno.h>
+#include <string.h>
+
+int fs_root_child(struct fs *fs, const struct fs_node *dir, const char *name,
+                  struct fs_node *out)
+{
+    (void)dir;
+    int t = reg_type_parse(name);
+    return t < 0 ? -ENOENT : fs_resolve(fs, fs_ino(0, SLOT_TYPE0 + (unsigned)t), out);
+}
+
+void fs_root_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
+{
+    (void)fs, (void)n;
+    st->st_nlink = 2 + REG_NTYPES;
+}
+
+/* Dirs that registrars may write into carry their group's write bit. */
+static void group_w(struct fs *fs, struct stat *st)
+{
+    if (fs->has_registrar)
+        st->st_mode |= S_IWGRP;
+}
+
+int fs_type_child(struct fs *fs, const struct fs_node *dir, const char *name,
+                  struct fs_node *out)
+{
+    if (reg_lookup_plugin(fs->reg, dir->type, name, &out->r) < 0)
+        return -ENOENT;
+    return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
+}
+
+int fs_type_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)
+{
+    return reg_plugin_create(fs->reg, dir->type, name);
+}
+
+int fs_type_rmdir(struct fs *fs, const struct fs_node *dir, const char *name)
+{
+    return reg_plugin_remove(fs->reg, dir->type, name);
+}
+
+static int count_one(const struct reg_node *n, void *arg)
+{
+    (void)n;
+    (*(nlink_t *)arg)++;
+    return 0;
+}
+
+void fs_type_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
+{
+    st->st_nlink = 2;
+    reg_list(fs->reg, n->type, 0, 0, count_one, &st->st_nlink);
+    group_w(fs, st);
+}
+
+int fs_plugin_child(struct fs *fs, const struct fs_node *dir, const char *name,
+                    struct fs_node *out)
+{
+    if (reg_lookup_instance(fs->reg, dir->r.seq, name, &out->r) < 0)
+        return -ENOENT;
+    return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
+}
+
+int fs_plugin_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)
+{
+    return reg_instance_register(fs->reg, dir->type, dir->r.plugin, name);
+}
+
+int fs_plugin_rmdir(struct fs *fs, const struct fs_node *dir, const char *name)
+{
+    return reg_instance_deregister(fs->reg, dir->type, dir->r.plugin, name);
+}
+
+void fs_plugin_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
+{
+    st->st_nlink = 2 + n->r.count;
+    group_w(fs, st);
+}
+
+int fs_inst_child(struct fs *fs, const struct fs_node *dir, const char *name,
+                  struct fs_node *out)
+{
+    struct pending_link l;
+    int a = reg_attr_lookup(dir->type, name);
+    if (a >= 0)
+        return fs_resolve(fs, fs_ino(dir->r.seq, SLOT_ATTR0 + (unsigned)a), out);
+    if (pending_find(&fs->pend, dir->r.seq, name, &l) == 0)
+        return fs_resolve(fs, fs_ino(l.id, SLOT_PENDING), out);
+    return -ENOENT;
+}
+
+void fs_inst_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
+{
+    st->st_nlink = 2;
+    group_w(fs, st);
+    st->st_mtim.tv_sec = n->r.registered_ns / 1000000000;   /* ls -t: registration order */
+    st->st_mtim.tv_nsec = n->r.registered_ns % 1000000000;
+    st->st_atim = st->st_mtim;
+}

@@ -1,0 +1,63 @@
+/* counters: process-wide counters for <mnt>/metrics (DESIGN section 11).
+ *
+ * Each is kept where the thing it counts happens (the store's commits, the
+ * prober's probe durations, the events ring, the registry's mutations), with
+ * relaxed atomics: no lock, a few nanoseconds. They start at 0 with the
+ * process. Per-plugin counts (probes, health changes) live in the registry's
+ * model instead, so that a snapshot sees them together with the tree.
+ */
+#ifndef CSIFS_COUNTERS_H
+#define CSIFS_COUNTERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "registry/registry.h"
+
+/* Histogram bucket upper bounds, in microseconds (the last is +Inf). */
+#define CNT_NBUCKETS 14
+extern const int64_t cnt_bucket_us[CNT_NBUCKETS];
+
+struct cnt_hist {
+    uint64_t bucket[CNT_NBUCKETS + 1];   /* not cumulative; [CNT_NBUCKETS]: above all */
+    uint64_t count;
+    uint64_t sum_us;
+};
+
+/* csifs_mutations_total{op}, in this order. */
+enum cnt_mut { CNT_M_MKDIR, CNT_M_RMDIR, CNT_M_SOCKET, CNT_M_ATTR, CNT_M_FINGERPRINT,
+               CNT_M_READY, CNT_M_PROBE, CNT_NMUT };
+extern const char *const cnt_mut_names[CNT_NMUT];
+
+struct cnt {
+    uint64_t mutations[CNT_NMUT];
+    uint64_t store_commits, store_syncs;
+    struct cnt_hist store_commit;
+    uint64_t store_used_bytes, store_map_bytes;      /* gauges, set after each commit */
+    struct cnt_hist probe[REG_NTYPES];               /* one probe round, by type */
+    uint64_t events, events_lost;
+};
+extern struct cnt cnt;
+
+static inline void cnt_add(uint64_t *c, uint64_t n)
+{
+    __atomic_add_fetch(c, n, __ATOMIC_RELAXED);
+}
+static inline void cnt_set(uint64_t *c, uint64_t v)
+{
+    __atomic_store_n(c, v, __ATOMIC_RELAXED);
+}
+static inline uint64_t cnt_get(const uint64_t *c)
+{
+    return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+/* One observation of us microseconds. */
+void cnt_observe(struct cnt_hist *h, int64_t us);
+/* A consistent-enough copy (each field read atomically). */
+void cnt_hist_read(const struct cnt_hist *h, struct cnt_hist *out);
+/* An acknowledged registry mutation, classified by its changes. */
+void reg_cnt_mutation(const struct reg_change *ch, int nch, bool commit);
+/* Monotonic microseconds, for timing what is observed. */
+int64_t cnt_now_us(void);
+
+#endif
