@@ -88,7 +88,7 @@ static void show_history(const struct inst *i, struct out *o)
         const struct hist *h = &i->hist[(i->hist_head + k) % REG_HISTORY];
         utc(o, h->at_ms / 1000, (int)(h->at_ms % 1000));
         put(o, " %lld.%03lldms %s %s\n", (long long)(h->latency_us / 1000),
-            (long long)(h->latency_us % 1000), outcome[h->outcome], h->reason);
+            (long long)(h->latency_us % 1000), outcome[h->outcome], h->reason->s);
     }
 }
 

@@ -56,19 +56,64 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
     return 0;
 }
 
-void health_hist_add(struct inst *i, const struct reg_probe *p, const struct health_next *n)
+/* ---- interned history reasons (short, and the same for many probes) ---- */
+
+#define HIST_REASON_MAX 119          /* longer reasons are truncated */
+
+struct hreason *health_reason_new(struct reg *reg, const char *s)
+{
+    size_t k = strnlen(s, HIST_REASON_MAX);
+    struct hreason *r = ht_reserve(&reg->reasons, 1) < 0 ? NULL : malloc(sizeof(*r) + k + 1);
+    if (!r)
+        return NULL;
+    memcpy(r->s, s, k);
+    r->s[k] = '\0';
+    r->t = &reg->reasons;
+    r->refs = 1;
+    r->l.hash = ht_name_hash(0, 0, r->s);
+    return r;
+}
+
+void health_reason_put(struct hreason *r)
+{
+    if (r && --r->refs == 0) {
+        ht_remove(r->t, &r->l);
+        free(r);
+    }
+}
+
+/* The interned twin of *spare, referenced; else *spare itself, interned. */
+static struct hreason *reason_get(struct reg *reg, struct hreason **spare)
+{
+    struct htab *t = &reg->reasons;
+    struct hreason *s = *spare;
+    for (struct hlink *l = t->b[s->l.hash & (t->nb - 1)]; l; l = l->next) {
+        struct hreason *r = (struct hreason *)l;
+        if (l->hash == s->l.hash && !strcmp(r->s, s->s)) {
+            r->refs++;
+            return r;
+        }
+    }
+    ht_insert(t, &s->l, s->l.hash);     /* room reserved by health_reason_new */
+    *spare = NULL;
+    return s;
+}
+
+void health_hist_add(struct reg *reg, struct inst *i, const struct reg_probe *p,
+                     const struct health_next *n, struct hreason **spare)
 {
     struct hist *h = &i->hist[(i->hist_head + i->nhist) % REG_HISTORY];
-    if (i->nhist == REG_HISTORY)
+    if (i->nhist == REG_HISTORY) {
         i->hist_head = (i->hist_head + 1) % REG_HISTORY;
-    else
+        health_reason_put(h->reason);
+    } else {
         i->nhist++;
+    }
     h->at_ms = model_now_ns() / 1000000;
-    h->latency_us = p->latency_us;
-    h->outcome = n->probe_outcome;
-    size_t k = strnlen(n->probe_reason, sizeof(h->reason) - 1);   /* truncated */
-    memcpy(h->reason, n->probe_reason, k);
-    h->reason[k] = '\0';
+    h->latency_us = p->latency_us < 0 ? 0 : p->latency_us > UINT32_MAX ? UINT32_MAX
+                                                                       : (uint32_t)p->latency_us;
+    h->outcome = (uint8_t)n->probe_outcome;
+    h->reason = reason_get(reg, spare);
 }
 
 /* ---- reg_probe_result ---- */
@@ -80,6 +125,7 @@ struct probe_ctx {
     bool fp_changed;
     char *reason;
     struct hist *hist;               /* fresh history buffer, if none yet */
+    struct hreason *spare;           /* the probe's reason, if not interned yet */
 };
 
 static void rec_probe(struct mut *m, struct store_rec *r)
@@ -100,7 +146,7 @@ static void apply_probe(struct reg *reg, struct mut *m)
         i->hist = c->hist;
         c->hist = NULL;
     }
-    health_hist_add(i, c->p, &c->next);
+    health_hist_add(reg, i, c->p, &c->next, &c->spare);
     i->plugin->probes[c->p->outcome]++;
     mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL, 0);
     if (c->p->fp)
@@ -170,6 +216,8 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
         rc = -ENOMEM;
     if (rc == 0 && !(c.reason = strdup(c.next.reason)))
         rc = -ENOMEM;
+    if (rc == 0 && !(c.spare = health_reason_new(reg, c.next.probe_reason)))
+        rc = -ENOMEM;
     if (rc == 0 && c.next.set_fp && (rc = dup_fp(p->fp, &c.fp)) == 0)
         c.fp_changed = fp_differs(&i->fp, &c.fp);
     bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed ||
@@ -186,6 +234,7 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
         mut_apply_now(reg, &m);         /* health, reason, history: no commit */
     free(c.hist);
     free(c.reason);
+    free(c.spare);                   /* not in the table: a twin was, or no apply */
     model_free_fp(&c.fp);
     return rc;
 }

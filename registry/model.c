@@ -190,6 +190,8 @@ void model_free_inst(struct inst *i)
     model_free_fp(&i->fp);
     for (int a = 0; a < REG_NATTRS; a++)
         free(i->attr[a]);
+    for (unsigned k = 0; i->hist && k < i->nhist; k++)
+        health_reason_put(i->hist[(i->hist_head + k) % REG_HISTORY].reason);
     free(i->hist);
     free(i);
 }

@@ -21,11 +21,21 @@ struct htab {
     size_t nb, n;
 };
 
-struct hist {
+/* A history reason, interned (health.c): the entries with the same text
+ * share one; freed with its last entry. Changed only under wlock and lock
+ * (apply), read under lock. */
+struct hreason {
+    struct hlink l;              /* in reg->reasons */
+    struct htab *t;              /* that table (freed without the reg at hand) */
+    uint32_t refs;
+    char s[];
+};
+
+struct hist {                    /* 24 bytes, against 144 with the text inline */
     int64_t at_ms;               /* CLOCK_REALTIME */
-    int64_t latency_us;
-    enum reg_outcome outcome;
-    char reason[120];
+    struct hreason *reason;
+    uint32_t latency_us;         /* clamped at UINT32_MAX (71 min) */
+    uint8_t outcome;             /* enum reg_outcome */
 };
 
 struct obj {                     /* common head of plugins and instances */
@@ -105,6 +115,7 @@ struct reg {
     } ev_subs[4];
     int nev_subs;
     struct htab seqs, names;
+    struct htab reasons;         /* struct hreason of every history entry */
     struct obj *types[REG_NTYPES]; /* plugins per type, newest first */
     uint64_t next_seq;
     struct ev_ring *ring;
@@ -139,6 +150,9 @@ int model_reserve(struct reg *reg, size_t more);
 void model_link(struct reg *reg, struct obj *o, struct plugin *parent);
 void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent);
 void model_free_inst(struct inst *i);
+/* Drop one reference to a history reason (NULL: nothing); the last frees
+ * it (health.c). */
+void health_reason_put(struct hreason *r);
 void model_free_fp(struct fp *f);
 int64_t model_now_ns(void);
 int64_t model_mono_ms(void);

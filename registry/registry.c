@@ -133,6 +133,7 @@ static void free_all(struct reg *reg)
     }
     ht_free(&reg->seqs);
     ht_free(&reg->names);
+    ht_free(&reg->reasons);      /* empty: the last history went with its instance */
 }
 
 int reg_open(struct reg **out, const struct reg_opts *opts)
