@@ -214,6 +214,25 @@ Test(refuse, corrupted_page)
     expect_refused(-EUCLEAN, "corrupted");
 }
 
+/* The fuzz reproducer tests/fuzz/corpus/store_image/regress-v1-lmdb-segv:
+ * the v1 fixture with a leaf node's flags set to F_DUPDATA in a database
+ * that is not DUPSORT (and junk in the page's free gap). LMDB's cursor
+ * follows the node into an xcursor that does not exist and dies of SIGSEGV;
+ * the page walk refuses it before LMDB maps the file. */
+Test(refuse, dupdata_node_in_a_plain_database)
+{
+    char repro[PATH_MAX];
+    int rc = su_source_path("tests/fuzz/corpus/store_image/regress-v1-lmdb-segv", repro,
+                            sizeof(repro));
+    cr_assert_eq(rc, 0, "reproducer %s: %s", repro, strerror(-rc));
+    cr_assert_eq(unlink(file), 0);
+    char lock[PATH_MAX + 16];
+    snprintf(lock, sizeof(lock), "%s/lock.mdb", state);
+    unlink(lock);
+    cr_assert_eq(su_copy_file(repro, file), 0);
+    expect_refused(-EUCLEAN, "page 2 has a node with flags its database cannot hold");
+}
+
 /* Random damage anywhere in data.mdb: refused with one of the codes of
  * store.h, or harmless (flips in free or slack space) and then the store opens
  * and loads; never a crash, and a refused file is left as it is. */
