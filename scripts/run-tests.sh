@@ -81,9 +81,9 @@ for t in "$@"; do
     count "$name" "$rc"
     case " ${VALGRIND_TESTS:-} " in *" $t "*)
         echo "== $name (valgrind)"
-        valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,possible \
-            --trace-children=yes --child-silent-after-fork=yes \
-            run_own "$t" --jobs=1; rc=$?
+        run_own valgrind -q --error-exitcode=99 --leak-check=full \
+            --errors-for-leak-kinds=definite,possible \
+            --trace-children=yes --child-silent-after-fork=yes "$t" --jobs=1; rc=$?
         cat "$log"
         count "$name(valgrind)" "$rc"
     esac
