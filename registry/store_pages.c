@@ -8,7 +8,8 @@
  * inside the file and is well formed: a tree page is exactly a branch or a
  * leaf, its node offsets lie in it, a leaf node is plain or big data (neither
  * tree is DUPSORT, csifs has no named databases), an overflow page is one and
- * its page count lies in the meta's. The file may end before the meta's last
+ * its page count lies in the meta's, every leaf is at its tree's depth, and the
+ * free tree has the flags LMDB gives it. The file may end before the meta's last
  * page only where those pages are free (LMDB does not write pages it freed in
  * the same transaction), so a missing tail page that the free list does not
  * hold means the file was truncated.
@@ -38,6 +39,7 @@
 #define F_BIGDATA 0x01               /* node flags; also F_SUBDATA 0x02, F_DUPDATA 0x04 */
 #define MDB_MAGIC 0xBEEFC0DEu
 #define MDB_DATA_VERSION 1u
+#define MDB_INTEGERKEY 0x08          /* the free tree's flags, always */
 #define P_INVALID (~(uint64_t)0)
 #define MAX_DEPTH 32                 /* LMDB's CURSOR_STACK */
 
@@ -46,7 +48,9 @@
 #define O_MAGIC 16
 #define O_VERSION 20
 #define O_PSIZE 40                   /* dbs[FREE].md_pad */
+#define O_FREE_FLAGS 44               /* md_flags, then md_depth */
 #define O_FREE_ROOT 80
+#define O_MAIN_FLAGS 92
 #define O_MAIN_ROOT 128
 #define O_LAST_PG 136
 #define O_TXNID 144
@@ -54,6 +58,7 @@
 struct meta {
     uint32_t psize;
     uint64_t roots[2];               /* free, main */
+    uint16_t flags[2], depths[2];    /* the trees' md_flags and md_depth */
     uint64_t last_pg, txnid;
 };
 
@@ -219,6 +224,8 @@ static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int
         lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) ||
         (branch && lower == PAGEHDRSZ))
         return bad_page(w, pgno, "has a bad header");
+    if (!branch && depth != w->m.depths[!freedb])
+        return bad_page(w, pgno, "is a leaf at another depth than its tree's");
     int rc = 0;
     for (unsigned k = 0; rc == 0 && k < (lower - PAGEHDRSZ) / 2; k++) {
         size_t off = rd16(p, PAGEHDRSZ + 2 * k);
@@ -278,9 +285,15 @@ static int read_metas(struct walk *w)
         if (i == 0 || rd64(b, O_TXNID) > w->m.txnid)
             w->m = (struct meta){ w->m.psize ? w->m.psize : ps,
                                   { rd64(b, O_FREE_ROOT), rd64(b, O_MAIN_ROOT) },
+                                  { rd16(b, O_FREE_FLAGS), rd16(b, O_MAIN_FLAGS) },
+                                  { rd16(b, O_FREE_FLAGS + 2), rd16(b, O_MAIN_FLAGS + 2) },
                                   rd64(b, O_LAST_PG), rd64(b, O_TXNID) };
         off = w->m.psize;
     }
+    if (w->m.flags[0] != MDB_INTEGERKEY)   /* else LMDB runs a DUPSORT one without xcursor */
+        return store_fail(w->err, w->errlen, -EUCLEAN,
+                          "%s: the meta page gives the free-page tree flags 0x%x: the LMDB "
+                          "environment is corrupted", w->file, w->m.flags[0]);
     if (w->m.last_pg < 1 || w->m.last_pg > P_INVALID / w->m.psize)
         return store_fail(w->err, w->errlen, -EUCLEAN,
                           "%s: the meta page gives an impossible last page %llu", w->file,

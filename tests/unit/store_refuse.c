@@ -9,11 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/lib/storeutil.h"
 #include "tests/lib/testutil.h"
+#include "registry/store_int.h"
 
 #define MARKER "/run/csi-test/marker-q7Zk.sock"
 
@@ -231,6 +234,42 @@ Test(refuse, dupdata_node_in_a_plain_database)
     unlink(lock);
     cr_assert_eq(su_copy_file(repro, file), 0);
     expect_refused(-EUCLEAN, "page 2 has a node with flags its database cannot hold");
+    char err[512];
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), -EUCLEAN);
+    cr_assert_str_eq(err, s.err, "the child's message comes back");
+}
+
+/* What csifs runs: a check that dies of a signal (LMDB on damage the page
+ * walk does not know) is a refusal naming data.mdb, not a crash. */
+static int crashing_check(const char *dir, char *err, size_t errlen)
+{
+    (void)dir, (void)err, (void)errlen;
+    struct rlimit none = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &none);    /* no core file from the test */
+    raise(SIGSEGV);
+    return 0;
+}
+
+Test(refuse, check_killed_by_a_signal_is_refused)
+{
+    char err[512];
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), 0, "%s", err);
+    int rc = store_run_forked(crashing_check, state, err, sizeof(err));
+    cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 11"), "message \"%s\"", err);
+}
+
+/* Fuzz reproducer regress-v1-free-dupsort, on this store: the free-page
+ * tree flagged DUPSORT, which LMDB's compacting copy and page allocator
+ * answer with an assertion (abort). */
+Test(refuse, free_tree_with_other_flags)
+{
+    uint32_t psize;
+    uint16_t flags = 0x04 | 0x08;    /* MDB_DUPSORT | MDB_INTEGERKEY */
+    main_root(&psize);
+    patch(44, &flags, sizeof(flags));
+    patch(psize + 44, &flags, sizeof(flags));
+    expect_refused(-EUCLEAN, "the free-page tree flags 0xc");
 }
 
 /* Random damage anywhere in data.mdb: refused with one of the codes of
