@@ -282,6 +282,10 @@ static int read_metas(struct walk *w)
             return store_fail(w->err, w->errlen, -EUCLEAN,
                               "%s: meta page 0 gives an impossible page size %u (MDB_INVALID)",
                               w->file, ps);
+        if (i == 1 && ps != w->m.psize)   /* LMDB maps with the newest meta's */
+            return store_fail(w->err, w->errlen, -EUCLEAN,
+                              "%s: meta page 1 gives page size %u, meta page 0 %u "
+                              "(MDB_INVALID)", w->file, ps, w->m.psize);
         if (i == 0 || rd64(b, O_TXNID) > w->m.txnid)
             w->m = (struct meta){ w->m.psize ? w->m.psize : ps,
                                   { rd64(b, O_FREE_ROOT), rd64(b, O_MAIN_ROOT) },

@@ -272,6 +272,20 @@ Test(refuse, free_tree_with_other_flags)
     expect_refused(-EUCLEAN, "the free-page tree flags 0xc");
 }
 
+/* Fuzz reproducer regress-v1-meta1-psize, on this store: the metas
+ * disagree on the page size; LMDB maps with the newest one's and reads
+ * past the end of the file (SIGBUS). */
+Test(refuse, metas_with_two_page_sizes)
+{
+    uint32_t psize, other;
+    main_root(&psize);
+    other = psize * 2;
+    patch(psize + 40, &other, sizeof(other));
+    char what[80];
+    snprintf(what, sizeof(what), "meta page 1 gives page size %u, meta page 0 %u", other, psize);
+    expect_refused(-EUCLEAN, what);
+}
+
 /* Random damage anywhere in data.mdb: refused with one of the codes of
  * store.h, or harmless (flips in free or slack space) and then the store opens
  * and loads; never a crash, and a refused file is left as it is. */
