@@ -28,7 +28,8 @@
  *   -ENOTSUP          unknown schema version (neither 1 nor 2)
  *   -ENOKEY           the version key is missing on a non-empty store
  *   -EUCLEAN          LMDB structure damaged: MDB_INVALID, MDB_CORRUPTED,
- *                     MDB_PAGE_NOTFOUND, or a bad page found by our own walk
+ *                     MDB_PAGE_NOTFOUND, a bad page found by our own walk,
+ *                     or (store_check_forked) LMDB killed by a signal
  *   -EPROTONOSUPPORT  MDB_VERSION_MISMATCH: LMDB file format of another build
  *   -ENODATA          data.mdb is shorter than its meta page says (truncated)
  *   -EBADMSG          a record fails its CRC32, does not decode, or does not
