@@ -117,6 +117,13 @@ static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
     return n > 0;
 }
 
+/* A parked read or an armed poll waits to be woken: the registry wakes the
+ * events thread only while some reader watches (events.h ev_watch). */
+static void watch(struct fs *fs, int delta)
+{
+    ev_watch(reg_events(fs->reg), delta);
+}
+
 static void on_interrupt(fuse_req_t req, void *data)
 {
     struct fs *fs = fuse_req_userdata(req);
@@ -129,6 +136,7 @@ static void on_interrupt(fuse_req_t req, void *data)
             *pp = w->next;
             fuse_reply_err(w->req, EINTR);
             free(w);
+            watch(fs, -1);
             break;
         }
     }
@@ -154,6 +162,8 @@ void fs_events_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size,
     if (w)
         fuse_req_interrupt_func(req, on_interrupt, (void *)(uintptr_t)id);
     pthread_mutex_lock(&e->mu);
+    if (w)
+        watch(fs, 1);                /* before the look: see ev_watch */
     if (answer(fs, req, r, size))
         err = 0;
     else if (!w)
@@ -165,6 +175,8 @@ void fs_events_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size,
         e->waiting = w;
         w = NULL;
     }
+    if (w)
+        watch(fs, -1);               /* answered or failed: not parked */
     pthread_mutex_unlock(&e->mu);
     free(w);
     if (err)
@@ -178,6 +190,8 @@ void fs_events_poll(struct fs *fs, fuse_req_t req, struct fs_fh *h, struct fuse_
     struct fs_events *e = fs->events;
     struct reader *r = (struct reader *)h;
     pthread_mutex_lock(&e->mu);
+    if (ph && !r->ph)
+        watch(fs, 1);                /* before the look: see ev_watch */
     bool ready = ev_ready(reg_events(fs->reg), &r->cur);
     if (ph) {
         if (r->ph)
@@ -200,6 +214,7 @@ void fs_events_release(struct fs *fs, struct fs_fh *h)
             *pp = w->next;
             fuse_reply_err(w->req, EINTR);
             free(w);
+            watch(fs, -1);
         } else {
             pp = &(*pp)->next;
         }
@@ -210,8 +225,10 @@ void fs_events_release(struct fs *fs, struct fs_fh *h)
         e->readers = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    if (r->ph)
+    if (r->ph) {
         fuse_pollhandle_destroy(r->ph);
+        watch(fs, -1);
+    }
     pthread_mutex_unlock(&e->mu);
     free(r);
 }
@@ -227,6 +244,7 @@ void fs_events_wake(struct fs *fs)
         if (answer(fs, w->req, w->r, w->size)) {
             *pp = w->next;
             free(w);
+            watch(fs, -1);
         } else {
             pp = &w->next;
         }
@@ -236,7 +254,22 @@ void fs_events_wake(struct fs *fs)
             fuse_lowlevel_notify_poll(r->ph);
             fuse_pollhandle_destroy(r->ph);
             r->ph = NULL;
+            watch(fs, -1);
         }
     }
     pthread_mutex_unlock(&e->mu);
+}
+
+/* A reader sizes its reads by st_blksize (coreutils: max(128 KiB,
+ * st_blksize)). 1 MiB is what one request can carry (libfuse's default
+ * max_write sets the kernel's max_pages to 256), so a replay of the ring
+ * costs an eighth of the round trips of 128 KiB reads (docs/benchmarks.md,
+ * events_replay). */
+#define FS_EVENTS_BLKSIZE (1 << 20)
+
+void fs_events_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
+{
+    (void)fs;
+    (void)n;
+    st->st_blksize = FS_EVENTS_BLKSIZE;
 }

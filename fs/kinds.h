@@ -57,6 +57,8 @@ void fs_events_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size,
 void fs_events_poll(struct fs *fs, fuse_req_t req, struct fs_fh *h, struct fuse_file_info *fi,
                     struct fuse_pollhandle *ph);
 void fs_events_release(struct fs *fs, struct fs_fh *h);
+/* st_blksize FS_EVENTS_BLKSIZE: `cat` reads that much per request. */
+void fs_events_stat(struct fs *fs, const struct fs_node *n, struct stat *st);
 
 /* snapshot files, size 0 and direct I/O like /proc (snapshot.c) */
 void fs_snap_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, off_t off,

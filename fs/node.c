@@ -14,7 +14,7 @@ const struct fs_kind_def fs_kinds[K_NKINDS] = {
     [K_EVENTS] = { .name = "events", .fmt = S_IFREG, .perm = 0444, .parent = K_ROOT,
                    .slot = SLOT_TYPE0 + REG_NTYPES, .open = fs_events_open,
                    .read = fs_events_read, .poll = fs_events_poll,
-                   .release = fs_events_release },
+                   .release = fs_events_release, .stat = fs_events_stat },
     [K_METRICS] = { .name = "metrics", .fmt = S_IFREG, .perm = 0444, .parent = K_ROOT,
                     .slot = SLOT_TYPE0 + REG_NTYPES + 1, .open = fs_metrics_open,
                     .read = fs_snap_read, .release = fs_snap_release },

@@ -16,6 +16,8 @@ struct ev_ring {
     size_t cap;
     uint64_t first;      /* seq of the oldest retained line */
     uint64_t next;       /* seq of the next line */
+    uint64_t pub;        /* lines below it are published (readable) */
+    long watchers;       /* ev_watch */
     char **line;         /* line[seq % cap] */
     uint16_t *len;
 };
@@ -26,7 +28,7 @@ int ev_ring_new(struct ev_ring **out, size_t cap, uint64_t first_seq)
     if (!r || cap == 0 || first_seq == 0)
         goto fail;
     r->cap = cap;
-    r->first = r->next = first_seq;
+    r->first = r->next = r->pub = first_seq;
     r->line = calloc(cap, sizeof(*r->line));
     r->len = calloc(cap, sizeof(*r->len));
     if (!r->line || !r->len)
@@ -175,9 +177,38 @@ int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
     cnt_add(&cnt.events, 1);
     if (r->next - r->first > r->cap)
         r->first = r->next - r->cap;
-    pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     return (int64_t)seq;
+}
+
+int ev_publish(struct ev_ring *r, uint64_t from, uint64_t to)
+{
+    if (from >= to)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    while (r->pub < from)
+        pthread_cond_wait(&r->cv, &r->mu);
+    if (to > r->pub)
+        r->pub = to;
+    int w = r->watchers > 0 ? (int)r->watchers : 0;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return w;
+}
+
+void ev_watch(struct ev_ring *r, int delta)
+{
+    pthread_mutex_lock(&r->mu);
+    r->watchers += delta;
+    pthread_mutex_unlock(&r->mu);
+}
+
+uint64_t ev_published(struct ev_ring *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t s = r->pub;
+    pthread_mutex_unlock(&r->mu);
+    return s;
 }
 
 uint64_t ev_next_seq(struct ev_ring *r)
@@ -197,9 +228,15 @@ void ev_cursor_init(struct ev_ring *r, struct ev_cursor *c)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Lines below it are retained and published. */
+static uint64_t lost_below(const struct ev_ring *r)
+{
+    return r->first < r->pub ? r->first : r->pub;
+}
+
 static int ready_locked(const struct ev_ring *r, const struct ev_cursor *c)
 {
-    return c->pend[0] || c->next < r->next;
+    return c->pend[0] || c->next < r->pub;
 }
 
 size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
@@ -209,17 +246,18 @@ size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
     while (n < cap) {
         const char *src;
         size_t len;
-        if (!c->pend[0] && c->next < r->first) {
+        uint64_t lo = lost_below(r);
+        if (!c->pend[0] && c->next < lo) {
             snprintf(c->pend, sizeof(c->pend), "lost %llu\n",
-                     (unsigned long long)(r->first - c->next));
-            cnt_add(&cnt.events_lost, r->first - c->next);
-            c->next = r->first;
+                     (unsigned long long)(lo - c->next));
+            cnt_add(&cnt.events_lost, lo - c->next);
+            c->next = lo;
             c->off = 0;
         }
         if (c->pend[0]) {
             src = c->pend;
             len = strlen(c->pend);
-        } else if (c->next < r->next) {
+        } else if (c->next < r->pub) {
             src = r->line[c->next % r->cap];
             len = r->len[c->next % r->cap];
         } else {
@@ -244,7 +282,7 @@ size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
 int ev_ready(struct ev_ring *r, const struct ev_cursor *c)
 {
     pthread_mutex_lock(&r->mu);
-    int ok = ready_locked(r, c) || c->next < r->first;
+    int ok = ready_locked(r, c);
     pthread_mutex_unlock(&r->mu);
     return ok;
 }

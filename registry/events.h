@@ -7,6 +7,12 @@
  * the end of the line. The ring keeps the last `cap` lines; a reader keeps
  * its own cursor and never blocks a writer. A reader overtaken by the ring
  * reads one line `lost N` and carries on with the oldest retained line.
+ *
+ * Appending and publishing are two steps: an appended line gets its seq at
+ * once but readers (ev_read, ev_ready, ev_wait, `lost N`) see it only once
+ * ev_publish made it visible; lines are published in seq order. The
+ * registry publishes a change's events after its subscribers ran (the
+ * kernel's caches invalidated), so what an event names reads the new value.
  * The ring has its own mutex, the innermost lock of csifs.
  */
 #ifndef CSIFS_EVENTS_H
@@ -31,8 +37,19 @@ void ev_ring_free(struct ev_ring *r);
  * Returns its seq (> 0) or a negative errno (-ENOMEM: nothing appended). */
 int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
                   const struct ev_kv *kv, const char *reason);
-/* The seq the next event will carry. */
+/* The seq the next event will carry (appended lines count, published or not). */
 uint64_t ev_next_seq(struct ev_ring *r);
+/* Make the lines with seqs from..to-1 readable, once every line before
+ * `from` is: waits for the publisher of earlier lines (call it with no lock
+ * held). from == to returns at once. Wakes ev_wait. Returns the number of
+ * watchers (ev_watch) then: 0 means no reader waits to be woken. */
+int ev_publish(struct ev_ring *r, uint64_t from, uint64_t to);
+/* A reader that will wait to be woken (a parked read, an armed poll) calls
+ * ev_watch(r, +1) BEFORE its last ev_read/ev_ready look, and ev_watch(r, -1)
+ * when it stops waiting; then a publish after that look sees it. */
+void ev_watch(struct ev_ring *r, int delta);
+/* The seq of the first line not yet published. */
+uint64_t ev_published(struct ev_ring *r);
 
 /* A reader's position. Start it with ev_cursor_init to replay what is
  * retained. Plain data: copy it, no cleanup. */

@@ -247,10 +247,13 @@ static void lead(struct reg *reg, struct mut *self)
 
     pthread_mutex_lock(&reg->wlock);
     struct mut *behind = NULL;
+    uint64_t ev0 = 0, ev1 = 0;
     if (rc == 0) {
         pthread_rwlock_wrlock(&reg->lock);
+        ev0 = ev_next_seq(reg->ring);
         for (struct mut *m = batch; m; m = m->next)
             m->k->apply(reg, m);
+        ev1 = ev_next_seq(reg->ring);
         pthread_rwlock_unlock(&reg->lock);
         reg->ev_reserved = txn.meta.ev_reserved;
     } else {
@@ -276,7 +279,7 @@ static void lead(struct reg *reg, struct mut *self)
             reg_cnt_mutation(m->ch, m->nch, true);
             notify(&subs, m);
         }
-        mut_kick_events(reg);
+        mut_publish(reg, ev0, ev1);
         pthread_mutex_lock(&reg->wlock);
     }
     finish(batch, self, rc);
@@ -329,16 +332,21 @@ void mut_apply_now(struct reg *reg, struct mut *m)
     struct subs subs;
     copy_subs(reg, &subs);
     pthread_rwlock_wrlock(&reg->lock);
+    uint64_t ev0 = ev_next_seq(reg->ring);
     m->k->apply(reg, m);
+    uint64_t ev1 = ev_next_seq(reg->ring);
     pthread_rwlock_unlock(&reg->lock);
     pthread_mutex_unlock(&reg->wlock);
     reg_cnt_mutation(m->ch, m->nch, false);
     notify(&subs, m);
-    mut_kick_events(reg);
+    mut_publish(reg, ev0, ev1);
 }
 
-void mut_kick_events(struct reg *reg)
+void mut_publish(struct reg *reg, uint64_t from, uint64_t to)
 {
+    /* No reader waits to be woken: the events thread stays asleep. */
+    if (ev_publish(reg->ring, from, to) == 0)
+        return;
     pthread_mutex_lock(&reg->ev_mu);
     reg->ev_kicks++;
     pthread_cond_signal(&reg->ev_cv);

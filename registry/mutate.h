@@ -9,10 +9,12 @@
  *      every queued mutation, releases wlock, builds one LMDB transaction
  *      (one record per object: later mutations of the same object patch its
  *      record), commits it (one fsync), then under wlock and one write lock
- *      of the model applies the batch in order and appends its events.
+ *      of the model applies the batch in order and appends its events
+ *      (not yet readable).
  *   3. With no registry lock held it calls the subscribers for each change,
- *      in commit order, then answers every writer of the batch and hands the
- *      lead to the next queued writer.
+ *      in commit order, publishes the batch's events (mut_publish), then
+ *      answers every writer of the batch and hands the lead to the next
+ *      queued writer.
  * A failed commit fails its batch and every mutation queued behind it (they
  * were validated against it): their marks are undone, nothing is applied.
  * A mutation that needs no commit (a probe result changing only health,
@@ -94,9 +96,12 @@ void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p);
 /* Fill a txn record with an instance's persisted fields as they are now. */
 void mut_inst_rec(const struct inst *i, struct store_rec *r);
 
-/* The events thread (events thread of registry.c): wake it after events
- * were appended. */
-void mut_kick_events(struct reg *reg);
+/* Publish the events with seqs from..to-1, appended by one apply (under
+ * wlock, so ranges come in seq order), once the subscribers for their
+ * changes ran: readers see them only then (events.h), in seq order (waits
+ * for a concurrent earlier range). Then wakes the events thread if a
+ * reader waits (ev_watch). No lock held. from == to (no event): nothing. */
+void mut_publish(struct reg *reg, uint64_t from, uint64_t to);
 
 /* Health table (health.c): the next state for a probe result. */
 struct health_next {

@@ -8,8 +8,9 @@
  *
  * Every mutation takes one path: validate (against memory plus what is
  * queued) -> commit (the store, if any; concurrent mutations share one
- * commit) -> apply in memory -> append events -> notify subscribers -> the
- * caller's return. A refused or failed mutation changes nothing. All
+ * commit) -> apply in memory -> append events -> notify subscribers ->
+ * publish the events (readable from the ring only now) -> the caller's
+ * return. A refused or failed mutation changes nothing. All
  * functions return 0 or a negative errno (DESIGN section 5). All are
  * thread-safe.
  *
@@ -192,13 +193,15 @@ struct reg_change {
 };
 typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
 /* At most 8 subscribers; called in commit order, after the change is
- * visible to readers and before the mutating call returns, with no registry
+ * visible to readers, before its events are readable from the ring and
+ * before the mutating call returns, with no registry
  * lock held (calls for changes of different commits never overlap; a probe
  * result that is not committed may be notified alongside a commit's). */
 int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
 /* At most 4: fn(arg) runs on the registry's events thread, soon after events
- * were appended (several appends may give one call). For waking readers of
- * the events ring without holding up the writers. */
+ * were published while some reader watched the ring (ev_watch; several
+ * publishes may give one call). For waking readers of the events ring
+ * without holding up the writers. */
 int reg_on_events(struct reg *reg, void (*fn)(void *arg), void *arg);
 
 #ifdef CSIFS_TEST_OPTS

@@ -83,7 +83,8 @@ for t in "$@"; do
         echo "== $name (valgrind)"
         run_own valgrind -q --error-exitcode=99 --leak-check=full \
             --errors-for-leak-kinds=definite,possible \
-            --trace-children=yes --child-silent-after-fork=yes "$t" --jobs=1; rc=$?
+            --trace-children=yes --child-silent-after-fork=yes \
+            "$t" --jobs=1; rc=$?
         cat "$log"
         count "$name(valgrind)" "$rc"
     esac

@@ -57,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (seq <= 0 || (uint64_t)seq <= last_seq)
         fuzz_fail("seq %lld after %llu", (long long)seq, (unsigned long long)last_seq);
     last_seq = (uint64_t)seq;
+    ev_publish(ring, (uint64_t)seq, (uint64_t)seq + 1);   /* readable from now */
     static char line[LINE];
     size_t len = 0, k;
     while ((k = ev_read(ring, &c, line + len, sizeof(line) - 1 - len)) > 0)

@@ -168,6 +168,7 @@ Test(events, overtaken_reader_gets_lost)
     ev_cursor_init(r, &c);
     for (int k = 0; k < 10; k++)
         cr_assert_eq(ev_append(r, "registered", "csi-node/p", NULL, NULL), k + 1);
+    ev_publish(r, 1, 11);
     char buf[4096];
     size_t n = ev_read(r, &c, buf, sizeof(buf) - 1);
     buf[n] = '\0';
@@ -178,6 +179,7 @@ Test(events, overtaken_reader_gets_lost)
     cr_assert_eq(ev_wait(r, &c, 10), 0);
     /* a reader with a tiny buffer reads the same bytes, split across calls */
     ev_append(r, "current", "csi-node/p", (struct ev_kv[]){ { "alloc", "a" }, { 0, 0 } }, NULL);
+    ev_publish(r, 11, 12);
     char small[3], whole[256];
     size_t got = 0, k;
     while ((k = ev_read(r, &c, small, sizeof(small))) > 0) {
@@ -198,6 +200,7 @@ Test(events, ring_sizes)
     ev_cursor_init(r, &c);
     ev_append(r, "a", "x", NULL, NULL);
     ev_append(r, "b", "x", NULL, NULL);
+    ev_publish(r, 1, 3);
     char buf[256];
     size_t n = ev_read(r, &c, buf, sizeof(buf) - 1);
     buf[n] = '\0';
