@@ -262,7 +262,7 @@ int fs_daemon_run(struct csifs_opts *o)
     }
     int rc = fs_recover_state(o->state, err, sizeof(err));
     if (rc == 0)
-        rc = store_check(o->state, err, sizeof(err));
+        rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */
     if (rc == 0)
         rc = state_usable(o->state, err, sizeof(err));
     if (rc == 0)

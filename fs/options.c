@@ -176,12 +176,14 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
     if (r->nargs > 2)
         return BAD("too many arguments (want [SOURCE] MOUNTPOINT)");
 #ifdef CSIFS_TEST_OPTS
+    static char *fail_commit;        /* what reg_test_fail_commit points at */
     unsigned delay = 0;
     if (r->dbg_commit_delay && parse_uint(r->dbg_commit_delay, &delay) < 0)
         return BAD("bad debug_commit_delay_ms=%s", r->dbg_commit_delay);
     reg_test_commit_delay_ms = (int)delay;
-    reg_test_fail_commit = r->dbg_fail_commit;   /* kept for the process's life */
-    free(r->dbg_commit_delay);
+    free(fail_commit);               /* kept for the process's life, or to the next parse */
+    reg_test_fail_commit = fail_commit = r->dbg_fail_commit;
+    r->dbg_fail_commit = NULL;
 #endif
     return 0;
 }
@@ -220,6 +222,10 @@ int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, siz
     free(r.ring);
     free(r.max);
     free(r.level);
+#ifdef CSIFS_TEST_OPTS
+    free(r.dbg_commit_delay);        /* whether convert() took them or not */
+    free(r.dbg_fail_commit);
+#endif
     if (rc == 0 && (!o->state || !o->mountpoint))
         rc = BAD("out of memory");
     return rc;

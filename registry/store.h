@@ -28,7 +28,8 @@
  *   -ENOTSUP          unknown schema version (neither 1 nor 2)
  *   -ENOKEY           the version key is missing on a non-empty store
  *   -EUCLEAN          LMDB structure damaged: MDB_INVALID, MDB_CORRUPTED,
- *                     MDB_PAGE_NOTFOUND, or a bad page found by our own walk
+ *                     MDB_PAGE_NOTFOUND, a bad page found by our own walk,
+ *                     or (store_check_forked) LMDB killed by a signal
  *   -EPROTONOSUPPORT  MDB_VERSION_MISMATCH: LMDB file format of another build
  *   -ENODATA          data.mdb is shorter than its meta page says (truncated)
  *   -EBADMSG          a record fails its CRC32, does not decode, or does not
@@ -56,6 +57,10 @@ const struct reg_backend *store_backend(struct store *st);
  * file (the lock is tested with a shared flock). 0 when dir or its data.mdb
  * does not exist yet. Returns 0 or a refusal above. */
 int store_check(const char *dir, char *err, size_t errlen);
+/* store_check in a forked child, for a single-threaded caller (csifs before
+ * any thread): a child killed by a signal (LMDB crashing on damage the page
+ * walk missed) is -EUCLEAN, naming data.mdb. */
+int store_check_forked(const char *dir, char *err, size_t errlen);
 /* The lock file also names what its holder mounted (DESIGN 7), so that a
  * restart can recover a connection its dead holder left wedged. */
 int store_lock_note(struct store *st, const char *mount, unsigned conn);

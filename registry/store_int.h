@@ -98,6 +98,10 @@ int store_check_pages(const char *file, char *err, size_t errlen);
 /* Validate the store in dir read-only (store_check.c); *version as
  * store_read_version, 0 also when there is no data.mdb yet. */
 int store_validate(const char *dir, int *version, char *err, size_t errlen);
+/* store_forked.c: check(dir, err, errlen) in a child process; its rc and
+ * message, or -EUCLEAN naming data.mdb when a signal killed the child. */
+typedef int store_check_fn(const char *dir, char *err, size_t errlen);
+int store_run_forked(store_check_fn *check, const char *dir, char *err, size_t errlen);
 /* store_file.c, the bottom layer (lock, fsync, dir).
  * flock <dir>/csifs.lock: excl (store_open) creates it and writes our pid;
  * shared (store_check) only tests it, and *fd stays -1 when there is no lock

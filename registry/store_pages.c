@@ -5,7 +5,11 @@
  * before the store opens an environment we read the two meta pages as
  * mdb_env_read_header() does, pick the newest, and walk every page reachable
  * from it (the free-page tree and the main tree) checking that each lies
- * inside the file and is well formed. The file may end before the meta's last
+ * inside the file and is well formed: a tree page is exactly a branch or a
+ * leaf, its node offsets lie in it, a leaf node is plain or big data (neither
+ * tree is DUPSORT, csifs has no named databases), an overflow page is one and
+ * its page count lies in the meta's, every leaf is at its tree's depth, and the
+ * free tree has the flags LMDB gives it. The file may end before the meta's last
  * page only where those pages are free (LMDB does not write pages it freed in
  * the same transaction), so a missing tail page that the free list does not
  * hold means the file was truncated.
@@ -32,9 +36,10 @@
 #define P_LEAF 0x02
 #define P_OVERFLOW 0x04
 #define P_META 0x08
-#define F_BIGDATA 0x01
+#define F_BIGDATA 0x01               /* node flags; also F_SUBDATA 0x02, F_DUPDATA 0x04 */
 #define MDB_MAGIC 0xBEEFC0DEu
 #define MDB_DATA_VERSION 1u
+#define MDB_INTEGERKEY 0x08          /* the free tree's flags, always */
 #define P_INVALID (~(uint64_t)0)
 #define MAX_DEPTH 32                 /* LMDB's CURSOR_STACK */
 
@@ -43,7 +48,9 @@
 #define O_MAGIC 16
 #define O_VERSION 20
 #define O_PSIZE 40                   /* dbs[FREE].md_pad */
+#define O_FREE_FLAGS 44               /* md_flags, then md_depth */
 #define O_FREE_ROOT 80
+#define O_MAIN_FLAGS 92
 #define O_MAIN_ROOT 128
 #define O_LAST_PG 136
 #define O_TXNID 144
@@ -51,6 +58,7 @@
 struct meta {
     uint32_t psize;
     uint64_t roots[2];               /* free, main */
+    uint16_t flags[2], depths[2];    /* the trees' md_flags and md_depth */
     uint64_t last_pg, txnid;
 };
 
@@ -166,6 +174,10 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
 {
     size_t ks = rd16(node, 6), ds = rd16(node, 0) | (size_t)rd16(node, 2) << 16;
     const unsigned char *d = node + NODESIZE + ks;
+    /* Neither tree is DUPSORT and csifs keeps no named databases: a
+     * sub-database or duplicate node sends LMDB through a NULL xcursor. */
+    if (rd16(node, 4) & ~F_BIGDATA)
+        return bad_page(w, pgno, "has a node with flags its database cannot hold");
     if (!(rd16(node, 4) & F_BIGDATA)) {
         if (NODESIZE + ks + ds > room)
             return bad_page(w, pgno, "has a node running past its end");
@@ -180,8 +192,10 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
     if (!buf)
         return rc < 0 ? rc : -ENOMEM;
     rc = read_pages(w, ov, n, buf);
-    if (rc == 0 && (!(rd16(buf, O_FLAGS) & P_OVERFLOW) || rd32(buf, 12) < n))
+    if (rc == 0 && (rd16(buf, O_FLAGS) != P_OVERFLOW || rd32(buf, 12) < n))
         rc = bad_page(w, ov, "is not the overflow page its node says");
+    if (rc == 0)                     /* LMDB frees all mp_pages of it */
+        rc = check_range(w, ov, rd32(buf, 12));
     if (rc == 0)
         w->visited += n;
     if (rc == 0 && freedb)
@@ -202,11 +216,16 @@ static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int
 {
     size_t ps = w->m.psize;
     unsigned flags = rd16(p, O_FLAGS), lower = rd16(p, 12), upper = rd16(p, 14);
-    bool branch = flags & P_BRANCH;
-    if (branch == !!(flags & P_LEAF) || (flags & (P_OVERFLOW | P_META)) ||
+    bool branch = flags == P_BRANCH;
+    /* Exactly one of branch or leaf: LEAF2 or SUBP pages exist only inside
+     * DUPSORT nodes, and a DIRTY page would be written in place through the
+     * read-only map. */
+    if ((flags != P_BRANCH && flags != P_LEAF) ||
         lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) ||
         (branch && lower == PAGEHDRSZ))
         return bad_page(w, pgno, "has a bad header");
+    if (!branch && depth != w->m.depths[!freedb])
+        return bad_page(w, pgno, "is a leaf at another depth than its tree's");
     int rc = 0;
     for (unsigned k = 0; rc == 0 && k < (lower - PAGEHDRSZ) / 2; k++) {
         size_t off = rd16(p, PAGEHDRSZ + 2 * k);
@@ -263,12 +282,22 @@ static int read_metas(struct walk *w)
             return store_fail(w->err, w->errlen, -EUCLEAN,
                               "%s: meta page 0 gives an impossible page size %u (MDB_INVALID)",
                               w->file, ps);
+        if (i == 1 && ps != w->m.psize)   /* LMDB maps with the newest meta's */
+            return store_fail(w->err, w->errlen, -EUCLEAN,
+                              "%s: meta page 1 gives page size %u, meta page 0 %u "
+                              "(MDB_INVALID)", w->file, ps, w->m.psize);
         if (i == 0 || rd64(b, O_TXNID) > w->m.txnid)
             w->m = (struct meta){ w->m.psize ? w->m.psize : ps,
                                   { rd64(b, O_FREE_ROOT), rd64(b, O_MAIN_ROOT) },
+                                  { rd16(b, O_FREE_FLAGS), rd16(b, O_MAIN_FLAGS) },
+                                  { rd16(b, O_FREE_FLAGS + 2), rd16(b, O_MAIN_FLAGS + 2) },
                                   rd64(b, O_LAST_PG), rd64(b, O_TXNID) };
         off = w->m.psize;
     }
+    if (w->m.flags[0] != MDB_INTEGERKEY)   /* else LMDB runs a DUPSORT one without xcursor */
+        return store_fail(w->err, w->errlen, -EUCLEAN,
+                          "%s: the meta page gives the free-page tree flags 0x%x: the LMDB "
+                          "environment is corrupted", w->file, w->m.flags[0]);
     if (w->m.last_pg < 1 || w->m.last_pg > P_INVALID / w->m.psize)
         return store_fail(w->err, w->errlen, -EUCLEAN,
                           "%s: the meta page gives an impossible last page %llu", w->file,

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,5 +189,45 @@ int su_raw_put(const char *dir, const char *key, const void *val, size_t len)
             mdb_txn_abort(txn);
     }
     mdb_env_close(env);
+    return rc;
+}
+
+int su_source_path(const char *rel, char *out, size_t cap)
+{
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    snprintf(out, cap, "%s", rel);
+    for (int up = 0; access(out, R_OK) != 0 && n > 0 && up < 6; up++) {
+        char *slash = strrchr(exe, '/');
+        if (!slash)
+            break;
+        *slash = '\0';
+        snprintf(out, cap, "%s/%s", exe, rel);
+    }
+    if (access(out, R_OK) == 0)
+        return 0;
+    snprintf(out, cap, "%s", rel);
+    return -ENOENT;
+}
+
+int su_copy_file(const char *from, const char *to)
+{
+    char buf[65536];
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -errno;
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), rc = 0;
+    if (out < 0)
+        rc = -errno;
+    ssize_t n = 0;
+    while (rc == 0 && (n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            rc = -EIO;
+    if (rc == 0 && n < 0)
+        rc = -errno;
+    if (out >= 0 && close(out) < 0 && rc == 0)
+        rc = -errno;
+    close(in);
     return rc;
 }

@@ -45,4 +45,11 @@ int su_file_crc(const char *path, uint32_t *crc);
  * LMDB, as a damaged or foreign store would have it. 0 or an LMDB code. */
 int su_raw_put(const char *dir, const char *key, const void *val, size_t len);
 
+/* rel (a path from the top of the source tree) as found from the working
+ * directory (make check runs at the top) or up from the binary
+ * (build/tests/unit/): 0 or -ENOENT (out then holds rel). */
+int su_source_path(const char *rel, char *out, size_t cap);
+/* Copy the file from to a new file to (mode 0600): 0 or a negative errno. */
+int su_copy_file(const char *from, const char *to);
+
 #endif

@@ -58,34 +58,16 @@ Test(store, new_instance_after_restart_becomes_current)
 
 /* ---- 5. the v1 fixture ---- */
 
-/* tests/fixtures/v1/data.mdb from the source tree: the working directory
- * (make check runs at the top) or up from the binary (build/tests/unit/). */
 static void fixture_path(char *out, size_t cap)
 {
-    const char *rel = "tests/fixtures/v1/data.mdb";
-    char exe[PATH_MAX - 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    snprintf(out, cap, "%s", rel);
-    for (int up = 0; access(out, R_OK) != 0 && n > 0 && up < 6; up++) {
-        char *slash = strrchr(exe, '/');
-        if (!slash)
-            break;
-        *slash = '\0';
-        snprintf(out, cap, "%s/%s", exe, rel);
-    }
-    cr_assert_eq(access(out, R_OK), 0, "fixture %s: %s", rel, strerror(errno));
+    int rc = su_source_path("tests/fixtures/v1/data.mdb", out, cap);
+    cr_assert_eq(rc, 0, "fixture %s: %s", out, strerror(-rc));
 }
 
 static void copy_file(const char *from, const char *to)
 {
-    char buf[65536];
-    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    cr_assert(in >= 0 && out >= 0, "copy %s: %s", from, strerror(errno));
-    ssize_t n;
-    while ((n = read(in, buf, sizeof(buf))) > 0)
-        cr_assert_eq(write(out, buf, (size_t)n), n);
-    close(in);
-    close(out);
+    int rc = su_copy_file(from, to);
+    cr_assert_eq(rc, 0, "copy %s: %s", from, strerror(-rc));
 }
 
 /* The backup dirs in state; the name of the last in name. */

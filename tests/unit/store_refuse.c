@@ -9,11 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/lib/storeutil.h"
 #include "tests/lib/testutil.h"
+#include "registry/store_int.h"
 
 #define MARKER "/run/csi-test/marker-q7Zk.sock"
 
@@ -212,6 +215,75 @@ Test(refuse, corrupted_page)
     uint16_t flags = 0;          /* neither branch nor leaf */
     patch((off_t)(root * psize + 10), &flags, sizeof(flags));
     expect_refused(-EUCLEAN, "corrupted");
+}
+
+/* The fuzz reproducer tests/fuzz/corpus/store_image/regress-v1-lmdb-segv:
+ * the v1 fixture with a leaf node's flags set to F_DUPDATA in a database
+ * that is not DUPSORT (and junk in the page's free gap). LMDB's cursor
+ * follows the node into an xcursor that does not exist and dies of SIGSEGV;
+ * the page walk refuses it before LMDB maps the file. */
+Test(refuse, dupdata_node_in_a_plain_database)
+{
+    char repro[PATH_MAX];
+    int rc = su_source_path("tests/fuzz/corpus/store_image/regress-v1-lmdb-segv", repro,
+                            sizeof(repro));
+    cr_assert_eq(rc, 0, "reproducer %s: %s", repro, strerror(-rc));
+    cr_assert_eq(unlink(file), 0);
+    char lock[PATH_MAX + 16];
+    snprintf(lock, sizeof(lock), "%s/lock.mdb", state);
+    unlink(lock);
+    cr_assert_eq(su_copy_file(repro, file), 0);
+    expect_refused(-EUCLEAN, "page 2 has a node with flags its database cannot hold");
+    char err[512];
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), -EUCLEAN);
+    cr_assert_str_eq(err, s.err, "the child's message comes back");
+}
+
+/* What csifs runs: a check that dies of a signal (LMDB on damage the page
+ * walk does not know) is a refusal naming data.mdb, not a crash. */
+static int crashing_check(const char *dir, char *err, size_t errlen)
+{
+    (void)dir, (void)err, (void)errlen;
+    struct rlimit none = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &none);    /* no core file from the test */
+    raise(SIGSEGV);
+    return 0;
+}
+
+Test(refuse, check_killed_by_a_signal_is_refused)
+{
+    char err[512];
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), 0, "%s", err);
+    int rc = store_run_forked(crashing_check, state, err, sizeof(err));
+    cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 11"), "message \"%s\"", err);
+}
+
+/* Fuzz reproducer regress-v1-free-dupsort, on this store: the free-page
+ * tree flagged DUPSORT, which LMDB's compacting copy and page allocator
+ * answer with an assertion (abort). */
+Test(refuse, free_tree_with_other_flags)
+{
+    uint32_t psize;
+    uint16_t flags = 0x04 | 0x08;    /* MDB_DUPSORT | MDB_INTEGERKEY */
+    main_root(&psize);
+    patch(44, &flags, sizeof(flags));
+    patch(psize + 44, &flags, sizeof(flags));
+    expect_refused(-EUCLEAN, "the free-page tree flags 0xc");
+}
+
+/* Fuzz reproducer regress-v1-meta1-psize, on this store: the metas
+ * disagree on the page size; LMDB maps with the newest one's and reads
+ * past the end of the file (SIGBUS). */
+Test(refuse, metas_with_two_page_sizes)
+{
+    uint32_t psize, other;
+    main_root(&psize);
+    other = psize * 2;
+    patch(psize + 40, &other, sizeof(other));
+    char what[80];
+    snprintf(what, sizeof(what), "meta page 1 gives page size %u, meta page 0 %u", other, psize);
+    expect_refused(-EUCLEAN, what);
 }
 
 /* Random damage anywhere in data.mdb: refused with one of the codes of
