@@ -105,21 +105,6 @@ static void *accept_loop(void *arg)
     return NULL;
 }
 
-static int listen_fd(const char *path)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    memcpy(sa.sun_path, path, strlen(path) + 1);   /* length checked by main */
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -1;
-    if ((unlink(path) != 0 && errno != ENOENT) ||
-        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, SOMAXCONN) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 static struct acceptor acc;
 
 int plug_fd_listen(const struct plug_cfg *cfg, grpc_server *srv)
@@ -133,7 +118,7 @@ int plug_fd_listen(const struct plug_cfg *cfg, grpc_server *srv)
     if (!acc.lfd)
         return -1;
     for (size_t i = 0; i < cfg->nsockets; i++) {
-        if ((acc.lfd[i] = listen_fd(cfg->sockets[i])) < 0) {
+        if ((acc.lfd[i] = plug_listen_unix(cfg->sockets[i])) < 0) {
             fprintf(stderr, "csi-test-plugin: %s: %s\n", cfg->sockets[i], strerror(errno));
             return -1;
         }

@@ -54,6 +54,8 @@ extern volatile sig_atomic_t plug_stop;
 int plug_serve_grpc(const struct plug_cfg *cfg);
 /* Blackhole or garbage mode: plain listening sockets, no gRPC. */
 int plug_serve_raw(const struct plug_cfg *cfg);
+/* A non-blocking unix listener at path (a stale file replaced); -1 on error. */
+int plug_listen_unix(const char *path);
 /* The packed reply of method m, uptime_ms after start; NULL on ENOMEM. */
 grpc_byte_buffer *plug_reply(const struct plug_cfg *cfg, enum csi_method m, int64_t uptime_ms);
 /* Whether the plugin's --type serves m (Identity always). */

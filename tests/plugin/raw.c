@@ -15,7 +15,7 @@
 
 static const char garbage[] = "garbage: this is not a CSI plugin, nor HTTP/2 \xff\xfe\xfd\r\n";
 
-static int listen_on(const char *path)
+int plug_listen_unix(const char *path)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     memcpy(sa.sun_path, path, strlen(path) + 1);   /* length checked by main */
@@ -79,7 +79,7 @@ int plug_serve_raw(const struct plug_cfg *cfg)
     struct fds f = { 0 };
     int rc = 0;
     for (size_t i = 0; i < cfg->nsockets && !rc; i++) {
-        int fd = listen_on(cfg->sockets[i]);
+        int fd = plug_listen_unix(cfg->sockets[i]);
         if (fd < 0 || fds_add(&f, fd) != 0) {
             fprintf(stderr, "csi-test-plugin: %s: %s\n", cfg->sockets[i], strerror(errno));
             if (fd >= 0)
