@@ -14,6 +14,11 @@
 
 static void child(int fd, store_check_fn *check, const char *dir, char *err, size_t errlen)
 {
+    /* A crash must end the child by its signal, for the parent to see: a
+     * sanitizer's handlers (ASan) would turn it into an exit code. */
+    static const int fatal[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
+    for (size_t k = 0; k < sizeof(fatal) / sizeof(fatal[0]); k++)
+        signal(fatal[k], SIG_DFL);
     int rc = check(dir, err, errlen);
     bool ok = write(fd, &rc, sizeof(rc)) == (ssize_t)sizeof(rc) &&
               write(fd, err, strlen(err)) == (ssize_t)strlen(err);
