@@ -149,6 +149,8 @@ int model_reserve(struct reg *reg, size_t more);
  * siblings; unlink. */
 void model_link(struct reg *reg, struct obj *o, struct plugin *parent);
 void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent);
+/* Frees an unlinked instance; its history puts its reasons back into
+ * reg->reasons, so the caller holds reg->wlock and reg->lock (or is alone). */
 void model_free_inst(struct inst *i);
 /* Drop one reference to a history reason (NULL: nothing); the last frees
  * it (health.c). */

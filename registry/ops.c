@@ -205,8 +205,16 @@ int reg_instance_deregister(struct reg *reg, enum reg_type type, const char *plu
     p->w_count--;
     m.obj = &i->o;
     int rc = mut_submit(reg, &m);
-    if (rc == 0)
+    if (rc == 0) {
+        /* Unlinked by the apply; its history still holds references to the
+         * shared reasons table, which validation (wlock) and apply (lock)
+         * touch: put them back under both. */
+        pthread_mutex_lock(&reg->wlock);
+        pthread_rwlock_wrlock(&reg->lock);
         model_free_inst(i);
+        pthread_rwlock_unlock(&reg->lock);
+        pthread_mutex_unlock(&reg->wlock);
+    }
     return rc;
 }
 

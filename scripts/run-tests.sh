@@ -69,6 +69,10 @@ count() { # $1 = name, $2 = exit status; reads the Criterion synthesis line in $
     else
         c_fail=$((c_tested - c_pass))
     fi
+    # a sanitizer report (a leak found at a worker's exit) fails the binary
+    if grep -aq 'ERROR: [A-Za-z]*Sanitizer' "$log" && [ "$c_fail" -eq 0 ]; then
+        c_fail=1; c_pass=$(( ${c_pass:-1} - 1 ))
+    fi
     passed=$((passed + ${c_pass:-0})); failed=$((failed + c_fail))
     [ "$c_fail" -eq 0 ] || bad="$bad $1"
 }
