@@ -63,23 +63,31 @@ void ev_ring_free(struct ev_ring *r)
     free(r);
 }
 
+/* The escape of byte c ("" when it stands for itself) into e[5]. */
+static const char *esc_of(unsigned char c, int space, char e[5])
+{
+    static const char *const named[] = { ['\\'] = "\\\\", ['\t'] = "\\t", ['\n'] = "\\n" };
+    if (c < sizeof(named) / sizeof(named[0]) && named[c])
+        return named[c];
+    if (c < 0x20 || c == 0x7f || (c == ' ' && space)) {
+        snprintf(e, 5, "\\x%02x", c);
+        return e;
+    }
+    return "";
+}
+
 size_t ev_escape(const char *s, char *out, size_t cap, int space)
 {
     size_t n = 0;
     if (cap == 0)
         return 0;
     for (; s && *s; s++) {
-        const char *e = NULL;
-        switch (*s) {
-        case '\\': e = "\\\\"; break;
-        case '\t': e = "\\t"; break;
-        case '\n': e = "\\n"; break;
-        case ' ': e = space ? "\\x20" : NULL; break;
-        }
-        size_t k = e ? strlen(e) : 1;
+        char tmp[5];
+        const char *e = esc_of((unsigned char)*s, space, tmp);
+        size_t k = *e ? strlen(e) : 1;
         if (n + k >= cap)
             break;
-        if (e)
+        if (*e)
             memcpy(out + n, e, k);
         else
             out[n] = *s;
@@ -87,6 +95,12 @@ size_t ev_escape(const char *s, char *out, size_t cap, int space)
     }
     out[n] = '\0';
     return n;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 size_t ev_unescape(char *s)
@@ -98,12 +112,13 @@ size_t ev_unescape(char *s)
             continue;
         }
         p++;
+        int hi = *p == 'x' ? hexval(p[1]) : -1, lo = hi >= 0 ? hexval(p[2]) : -1;
         if (*p == 't')
             *w++ = '\t';
         else if (*p == 'n')
             *w++ = '\n';
-        else if (*p == 'x' && p[1] == '2' && p[2] == '0') {
-            *w++ = ' ';
+        else if (lo >= 0 && (hi | lo)) {   /* \xNN, never NUL */
+            *w++ = (char)(hi << 4 | lo);
             p += 2;
         } else
             *w++ = *p;
@@ -123,6 +138,14 @@ static int put(char *buf, size_t cap, size_t *n, const char *src)
     return 0;
 }
 
+/* put sep, then s escaped (space: ' ' too); 0, or -1 when it did not fit. */
+static int put_esc(char *buf, size_t cap, size_t *n, const char *sep, const char *s, int space)
+{
+    char esc[EV_LINE_MAX];     /* an escape cut to fit it cannot fit the line either */
+    ev_escape(s, esc, sizeof(esc), space);
+    return put(buf, cap, n, sep) || put(buf, cap, n, esc);
+}
+
 static size_t format_line(char *buf, size_t cap, uint64_t seq, const char *kind,
                           const char *path, const struct ev_kv *kv, const char *reason)
 {
@@ -134,21 +157,15 @@ static size_t format_line(char *buf, size_t cap, uint64_t seq, const char *kind,
                       (unsigned long long)seq, tm.tm_year + 1900, tm.tm_mon + 1,
                       tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                       ts.tv_nsec / 1000000);
-    size_t n = (size_t)n0;
-    char esc[EV_LINE_MAX];
-    int cut = put(buf, cap, &n, kind) || put(buf, cap, &n, " ") ||
-              put(buf, cap, &n, path);
-    for (; !cut && kv && kv->value; kv++) {
-        ev_escape(kv->value, esc, sizeof(esc), 1);
-        cut = put(buf, cap, &n, " ") || put(buf, cap, &n, kv->key) ||
-              put(buf, cap, &n, "=") || put(buf, cap, &n, esc);
-    }
-    if (!cut && reason) {
-        ev_escape(reason, esc, sizeof(esc), 0);
-        cut = put(buf, cap, &n, " reason=") || put(buf, cap, &n, esc);
-    }
-    if (cut) {
-        n = cap - 5;
+    size_t n = (size_t)n0, room = cap - 1;  /* keeps a byte for the newline */
+    int cut = put_esc(buf, room, &n, "", kind, 1) || put_esc(buf, room, &n, " ", path, 1);
+    for (; !cut && kv && kv->value; kv++)
+        cut = put_esc(buf, room, &n, " ", kv->key, 1) || put_esc(buf, room, &n, "=", kv->value, 1);
+    if (!cut && reason)
+        cut = put_esc(buf, room, &n, " reason=", reason, 0);
+    if (cut) {              /* the line ends where the piece that did not fit began */
+        if (n > cap - 5)
+            n = cap - 5;
         memcpy(buf + n, "...", 3);
         n += 3;
     }

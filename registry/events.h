@@ -2,9 +2,14 @@
  *
  * Each event is one line
  *   <seq> <YYYY-MM-DDTHH:MM:SS.mmmZ> <kind> <path> [key=value ...] [reason=<text>]\n
- * seq strictly increases. Values escape `\`, tab, newline and (outside
- * reason) space as `\\`, `\t`, `\n`, `\x20`; reason comes last and runs to
- * the end of the line. The ring keeps the last `cap` lines; a reader keeps
+ * seq strictly increases. Every field (kind, path, keys, values, reason)
+ * is escaped, so a line is one line whatever it is handed: `\`, tab and
+ * newline as `\\`, `\t`, `\n`, other control bytes (0x01-0x1f, 0x7f) as
+ * `\xNN` (two lowercase hex digits), and outside reason space as `\x20`.
+ * Valid names and sanitised plugin strings contain none of these, so their
+ * lines read as written. reason comes last and runs to the end of the line.
+ * A line that would pass 2046 bytes (plus newline) is cut where the field
+ * that did not fit began and ends in "...\n". The ring keeps the last `cap` lines; a reader keeps
  * its own cursor and never blocks a writer. A reader overtaken by the ring
  * reads one line `lost N` and carries on with the oldest retained line.
  *
@@ -68,9 +73,9 @@ int ev_ready(struct ev_ring *r, const struct ev_cursor *c);
 int ev_wait(struct ev_ring *r, const struct ev_cursor *c, int timeout_ms);
 
 /* Escape s into out (cap bytes, NUL-terminated; truncated on a char
- * boundary of the escaping). space: also escape ' '. Returns length. */
+ * boundary of the escaping) as above. space: also escape ' '. Returns length. */
 size_t ev_escape(const char *s, char *out, size_t cap, int space);
-/* Undo ev_escape in place; returns the new length. */
+/* Undo ev_escape in place (`\xNN` for any NN but 00); returns the new length. */
 size_t ev_unescape(char *s);
 
 #endif

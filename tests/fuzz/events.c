@@ -2,8 +2,9 @@
  * fuzzed values and reason is appended, read back through a cursor and
  * parsed as DESIGN section 4 writes it; each value and the reason must
  * come back as they went in, on one line, and seq must increase.
- * Input: up to three NUL-separated strings: value 1, value 2, reason.
- * Also ev_escape/ev_unescape round trips on the first string. */
+ * Input: up to four NUL-separated strings: value 1, value 2, reason, path
+ * (default csi-node/p/a). The line must hold no control byte but its
+ * final newline. Also ev_escape/ev_unescape round trips on the first string. */
 #include "tests/fuzz/fuzz.h"
 #include "registry/events.h"
 
@@ -11,6 +12,26 @@
 
 static struct ev_ring *ring;
 static uint64_t last_seq;
+
+/* Cut the field at *p up to the next space and unescape it. */
+static char *field(char **p)
+{
+    char *v = *p, *sp = strchr(v, ' ');
+    if (sp)
+        *sp = '\0';
+    *p = sp ? sp + 1 : v + strlen(v);
+    ev_unescape(v);
+    return v;
+}
+
+/* No byte below 0x20 nor 0x7f in s[0..n). */
+static int has_control(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return 1;
+    return 0;
+}
 
 /* Cut the value of key=<escaped> at *p (up to the next space) and unescape. */
 static char *value(char **p, const char *key)
@@ -33,7 +54,7 @@ static void check_escape(const char *s)
         size_t n = ev_escape(s, esc, sizeof(esc), space);
         if (n != strlen(esc))
             fuzz_fail("ev_escape length %zu, string %zu", n, strlen(esc));
-        if (strchr(esc, '\n') || strchr(esc, '\t') || (space && strchr(esc, ' ')))
+        if (has_control(esc, n) || (space && strchr(esc, ' ')))
             fuzz_fail("ev_escape left a separator in '%s'", esc);
         if (strlen(s) <= 2048 && strcmp((ev_unescape(esc), esc), s))
             fuzz_fail("ev_unescape(ev_escape(s)) != s");
@@ -44,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!ring && ev_ring_new(&ring, 4, 1) < 0)
         fuzz_fail("ev_ring_new");
-    char *v[3] = { "", "", NULL };
-    int n = fuzz_split(data, size, v, 3);
+    char *v[4] = { "", "", NULL, "csi-node/p/a" };
+    int n = fuzz_split(data, size, v, 4);
     char *block = n ? v[0] : NULL;
     check_escape(v[0]);
     struct ev_kv kv[] = { { "target", v[0] }, { "name", n > 1 ? v[1] : "" }, { NULL, NULL } };
@@ -53,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ev_cursor c;
     ev_cursor_init(ring, &c);
     c.next = ev_next_seq(ring);
-    int64_t seq = ev_append(ring, "attr", "csi-node/p/a", kv, reason);
+    int64_t seq = ev_append(ring, "attr", v[3], kv, reason);
     if (seq <= 0 || (uint64_t)seq <= last_seq)
         fuzz_fail("seq %lld after %llu", (long long)seq, (unsigned long long)last_seq);
     last_seq = (uint64_t)seq;
@@ -63,16 +84,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while ((k = ev_read(ring, &c, line + len, sizeof(line) - 1 - len)) > 0)
         len += k;
     line[len] = '\0';
-    if (len == 0 || line[len - 1] != '\n' || memchr(line, '\n', len - 1))
+    if (len == 0 || line[len - 1] != '\n' || has_control(line, len - 1))
         fuzz_fail("not one line: '%s'", line);
     line[len - 1] = '\0';
     unsigned long long s;
     int off = 0;
-    if (sscanf(line, "%llu %*s attr csi-node/p/a %n", &s, &off) != 1 || !off || s != (uint64_t)seq)
+    if (sscanf(line, "%llu %*s attr%n", &s, &off) != 1 || !off || line[off++] != ' ' ||
+        s != (uint64_t)seq)
         fuzz_fail("bad head or seq: '%s'", line);
     if (len >= 4 && strcmp(line + len - 4, "...") == 0)
         goto out;                   /* cut: a long line ends in "..." */
     char *p = line + off;
+    const char *path = field(&p);
+    if (strcmp(path, v[3]))
+        fuzz_fail("path changed on the way: '%s'", path);
     const char *got0 = value(&p, "target"), *got1 = value(&p, "name");
     if (strcmp(got0, v[0]) || strcmp(got1, n > 1 ? v[1] : ""))
         fuzz_fail("values changed on the way: '%s' '%s'", got0, got1);

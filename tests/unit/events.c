@@ -207,3 +207,69 @@ Test(events, ring_sizes)
     cr_assert(!strncmp(buf, "lost 1\n2 ", 9), "%s", buf);
     ev_ring_free(r);
 }
+
+/* A ring of 4 lines and a cursor at its start. */
+static struct ev_ring *ring4(struct ev_cursor *c)
+{
+    struct ev_ring *r;
+    cr_assert_eq(ev_ring_new(&r, 4, 1), 0);
+    ev_cursor_init(r, c);
+    return r;
+}
+
+/* Whatever a caller hands the formatter, an event is one line: control
+ * bytes in the path, key values and reason are escaped and come back. */
+Test(events, control_bytes_stay_on_one_line)
+{
+    struct ev_cursor c;
+    struct ev_ring *r = ring4(&c);
+    const char *path = "csi-node/p\n2 x/a", *val = "/s\nk\r\x01\x7f\\", *why = "a\rb\nc";
+    ev_append(r, "socket", path, (struct ev_kv[]){ { "target", val }, { 0, 0 } }, why);
+    /* a value too long for the line is cut where it began, nothing after it */
+    static char big[3000];
+    memset(big, '\n', sizeof(big) - 1);
+    ev_append(r, "socket", "csi-node/p/a", (struct ev_kv[]){ { "target", big }, { 0, 0 } }, NULL);
+    ev_publish(r, 1, 3);
+    char buf[8192];
+    size_t n = ev_read(r, &c, buf, sizeof(buf) - 1);
+    buf[n] = '\0';
+    char *nl = strchr(buf, '\n');
+    cr_assert(nl);
+    *nl = '\0';
+    char *two = nl + 1;
+    for (const char *p = buf; *p; p++)
+        cr_assert((unsigned char)*p >= 0x20 && *p != 0x7f, "control byte in '%s'", buf);
+    cr_assert(strstr(buf, " socket csi-node/p\\n2\\x20x/a target=/s\\nk\\x0d\\x01\\x7f\\\\ "
+                          "reason=a\\x0db\\nc"), "%s", buf);
+    char *v = strstr(buf, "target=") + strlen("target="), *sp = strchr(v, ' ');
+    *sp = '\0';
+    ev_unescape(v);
+    cr_assert_str_eq(v, val);
+    ev_unescape(sp + 1 + strlen("reason="));
+    cr_assert_str_eq(sp + 1 + strlen("reason="), why);
+    cr_assert_eq(strchr(two, '\n'), two + strlen(two) - 1, "%s", two);
+    cr_assert(strstr(two, " socket csi-node/p/a target=...\n"), "%s", two);
+    ev_ring_free(r);
+}
+
+/* Lines around the length limit: one line each, never over 2046 + newline. */
+Test(events, long_lines_are_cut_in_bounds)
+{
+    struct ev_cursor c;
+    struct ev_ring *r = ring4(&c);
+    static char val[2100], buf[4096];
+    for (size_t k = 1950; k < sizeof(val); k++) {
+        memset(val, 'v', k);
+        val[k] = '\0';
+        struct ev_kv kv[] = { { "target", val }, { 0, 0 } };
+        int64_t seq = ev_append(r, "socket", "csi-node/p/a", kv, NULL);
+        cr_assert_gt(seq, 0);
+        ev_publish(r, (uint64_t)seq, (uint64_t)seq + 1);
+        size_t n = ev_read(r, &c, buf, sizeof(buf) - 1);
+        buf[n] = '\0';
+        cr_assert(n > 0 && n <= 2047 && buf[n - 1] == '\n' && !memchr(buf, '\n', n - 1),
+                  "value %zu: line of %zu bytes", k, n);
+        cr_assert(strstr(buf, val) || strstr(buf, " target=...\n"), "value %zu: %s", k, buf);
+    }
+    ev_ring_free(r);
+}
