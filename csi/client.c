@@ -44,8 +44,6 @@ struct gen {
     LIST_ENTRY(gen) dlink;        /* in client->doomed while doomed */
     struct csi_client *client;
     bool was_ready;               /* READY since the last loss */
-    bool kicked;                  /* a call started while IDLE: a connect may be
-                                   * pending that the state does not show yet */
 };
 
 struct call {
@@ -153,17 +151,11 @@ static void gen_unref(struct gen *g)
 {
     if (g && --g->refs == 0) {
         /* gRPC core 29 strands the connection of a channel destroyed while
-         * it connects: wait for its watch to see the attempt end. That
-         * includes a channel still IDLE whose call (cancelled at once, when
-         * the socket changes or the instance goes) asked for a connect that
-         * has not started yet: its watch sees CONNECTING, then the end. */
-        grpc_connectivity_state st = grpc_channel_check_connectivity_state(g->ch, 0);
-        if (g->watching && (st == GRPC_CHANNEL_CONNECTING ||
-                            (st == GRPC_CHANNEL_IDLE && g->kicked))) {
+         * it connects: wait for its watch to see the attempt end */
+        if (g->watching &&
+            grpc_channel_check_connectivity_state(g->ch, 0) == GRPC_CHANNEL_CONNECTING) {
             g->doomed = true;
             LIST_INSERT_HEAD(&g->client->doomed, g, dlink);
-            if (st == GRPC_CHANNEL_IDLE)    /* the connect surely starts, and ends */
-                (void)grpc_channel_check_connectivity_state(g->ch, 1);
             return;
         }
         grpc_channel_destroy(g->ch);    /* the pending watch comes back */
@@ -295,8 +287,6 @@ static void watch_done(struct csi_client *c, struct gen *g)
         pthread_mutex_unlock(&c->mu);
         return;
     }
-    if (st != GRPC_CHANNEL_IDLE)
-        g->kicked = false;      /* the connect it asked for has started */
     bool lost = g->was_ready && st != GRPC_CHANNEL_READY;
     g->was_ready = st == GRPC_CHANNEL_READY;
     struct csi_chan *ch = g->chan;
@@ -517,8 +507,6 @@ static int call_start_locked(struct csi_chan *ch, struct call *k, const char *pa
     /* call_done reads k only after taking the mutex, held here */
     k->chan = ch;
     k->start_ns = csifs_mono_ns();
-    if (grpc_channel_check_connectivity_state(ch->cur->ch, 0) == GRPC_CHANNEL_IDLE)
-        ch->cur->kicked = true;
     if (grpc_call_start_batch(k->call, ops, 6, k, NULL) != GRPC_CALL_OK)
         return -EIO;
     k->gen = ch->cur;
