@@ -41,6 +41,7 @@ static const struct fuse_lowlevel_ops *commit(fuse_req_t req)
     return &((struct fs *)fuse_req_userdata(req))->commit;
 }
 
+/* Hand the job's arguments to the session's handler. */
 static void run(struct job *j)
 {
     const struct fuse_lowlevel_ops *c = commit(j->req);
@@ -115,34 +116,27 @@ void fs_workq_stop(struct fs *fs)
     free(q);
 }
 
-/* A job with room for two strings and size bytes; NULL: run inline. */
-static struct job *job(fuse_req_t req, enum job_op op, const char *s1, const char *s2,
-                       const void *data, size_t size)
+/* Queue a copy of the job a (its strings and data copied after it), or,
+ * when it cannot be queued, run a here. */
+static void submit(struct job *a)
 {
-    struct fs *fs = fuse_req_userdata(req);
+    struct fs *fs = fuse_req_userdata(a->req);
     struct fs_workq *q = __atomic_load_n(&fs->workq, __ATOMIC_ACQUIRE);
-    size_t l1 = s1 ? strlen(s1) + 1 : 0, l2 = s2 ? strlen(s2) + 1 : 0;
-    struct job *j = q && q->n ? calloc(1, sizeof(*j) + l1 + l2 + size) : NULL;
-    if (!j)
-        return NULL;
-    j->op = op;
-    j->req = req;
+    size_t l1 = a->s1 ? strlen(a->s1) + 1 : 0, l2 = a->s2 ? strlen(a->s2) + 1 : 0;
+    struct job *j = q && q->n ? malloc(sizeof(*j) + l1 + l2 + a->size) : NULL;
+    if (!j) {
+        run(a);
+        return;
+    }
+    *j = *a;
     char *p = j->buf;
-    if (s1)
-        j->s1 = memcpy(p, s1, l1), p += l1;
-    if (s2)
-        j->s2 = memcpy(p, s2, l2), p += l2;
-    if (size)
-        memcpy(p, data, size);
+    if (a->s1)
+        j->s1 = memcpy(p, a->s1, l1), p += l1;
+    if (a->s2)
+        j->s2 = memcpy(p, a->s2, l2), p += l2;
+    if (a->size)
+        memcpy(p, a->data, a->size);
     j->data = p;
-    j->size = size;
-    return j;
-}
-
-static void push(struct job *j)
-{
-    struct fs *fs = fuse_req_userdata(j->req);
-    struct fs_workq *q = fs->workq;
     pthread_mutex_lock(&q->mu);
     *q->tail = j;
     q->tail = &j->next;
@@ -150,98 +144,46 @@ static void push(struct job *j)
     pthread_mutex_unlock(&q->mu);
 }
 
-static void with_fi(struct job *j, const struct fuse_file_info *fi)
-{
-    if (fi) {
-        j->fi = *fi;
-        j->has_fi = true;
-    }
-}
+/* The fuse_lowlevel_ops entries: each names its arguments in a job. */
+#define FI(fi) .fi = (fi) ? *(fi) : (struct fuse_file_info){ 0 }, .has_fi = (fi) != NULL
 
 void fs_q_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-    struct job *j = job(req, J_MKDIR, name, NULL, NULL, 0);
-    if (!j) {
-        commit(req)->mkdir(req, parent, name, mode);
-        return;
-    }
-    j->ino = parent;
-    j->mode = mode;
-    push(j);
+    submit(&(struct job){ .op = J_MKDIR, .req = req, .ino = parent, .s1 = name, .mode = mode });
 }
 
 void fs_q_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct job *j = job(req, J_RMDIR, name, NULL, NULL, 0);
-    if (!j) {
-        commit(req)->rmdir(req, parent, name);
-        return;
-    }
-    j->ino = parent;
-    push(j);
+    submit(&(struct job){ .op = J_RMDIR, .req = req, .ino = parent, .s1 = name });
 }
 
 void fs_q_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-    struct job *j = job(req, J_SYMLINK, name, target, NULL, 0);
-    if (!j) {
-        commit(req)->symlink(req, target, parent, name);
-        return;
-    }
-    j->ino = parent;
-    push(j);
+    submit(&(struct job){ .op = J_SYMLINK, .req = req, .ino = parent, .s1 = name, .s2 = target });
 }
 
 void fs_q_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct job *j = job(req, J_UNLINK, name, NULL, NULL, 0);
-    if (!j) {
-        commit(req)->unlink(req, parent, name);
-        return;
-    }
-    j->ino = parent;
-    push(j);
+    submit(&(struct job){ .op = J_UNLINK, .req = req, .ino = parent, .s1 = name });
 }
 
 void fs_q_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                  const char *newname, unsigned int flags)
 {
-    struct job *j = job(req, J_RENAME, name, newname, NULL, 0);
-    if (!j) {
-        commit(req)->rename(req, parent, name, newparent, newname, flags);
-        return;
-    }
-    j->ino = parent;
-    j->ino2 = newparent;
-    j->flags = flags;
-    push(j);
+    submit(&(struct job){ .op = J_RENAME, .req = req, .ino = parent, .s1 = name,
+                          .ino2 = newparent, .s2 = newname, .flags = flags });
 }
 
 void fs_q_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                 struct fuse_file_info *fi)
 {
-    struct job *j = job(req, J_WRITE, NULL, NULL, buf, size);
-    if (!j) {
-        commit(req)->write(req, ino, buf, size, off, fi);
-        return;
-    }
-    j->ino = ino;
-    j->off = off;
-    with_fi(j, fi);
-    push(j);
+    submit(&(struct job){ .op = J_WRITE, .req = req, .ino = ino, .data = buf, .size = size,
+                          .off = off, FI(fi) });
 }
 
 void fs_q_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                   struct fuse_file_info *fi)
 {
-    struct job *j = job(req, J_SETATTR, NULL, NULL, NULL, 0);
-    if (!j) {
-        commit(req)->setattr(req, ino, attr, to_set, fi);
-        return;
-    }
-    j->ino = ino;
-    j->st = *attr;
-    j->to_set = to_set;
-    with_fi(j, fi);
-    push(j);
+    submit(&(struct job){ .op = J_SETATTR, .req = req, .ino = ino, .st = *attr,
+                          .to_set = to_set, FI(fi) });
 }
