@@ -4,6 +4,7 @@
 #include "fs/events_file.h"
 #include "fs/inval.h"
 #include "fs/oplog.h"
+#include "fs/serve.h"
 #include "fs/testopt.h"
 #include "fs/workq.h"
 
@@ -259,16 +260,11 @@ int fs_loop(struct fs *fs, bool signals)
         return -EIO;
     if (signals)
         signal(SIGHUP, SIG_IGN);     /* no stop from `systemctl reload` (DESIGN 9) */
-    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-    if (!cfg)
-        return -ENOMEM;
-    /* One FUSE thread; what commits runs on the writers (workq.h). */
-    fuse_loop_cfg_set_idle_threads(cfg, 1);
-    fuse_loop_cfg_set_max_threads(cfg, 1);
+    /* One FUSE thread, this one (serve.h); what commits runs on the
+     * writers (workq.h). */
     int rc = fs_workq_start(fs);
     if (rc == 0)
-        rc = fuse_session_loop_mt(fs->se, cfg);
-    fuse_loop_cfg_destroy(cfg);
+        rc = fs_serve(fs->se);
     fs_workq_stop(fs);
     if (signals)
         fuse_remove_signal_handlers(fs->se);

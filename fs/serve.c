@@ -1,0 +1,77 @@
+/* The FUSE request loop: one thread, which polls /dev/fuse for a short
+ * while after each request before it sleeps.
+ *
+ * Why: on this kind of VM a round trip that has to wake a sleeping thread
+ * is dear when the machine is idle. A vCPU with nothing to run halts at
+ * once (the guest's haltpoll does not poll), so a reader's request that
+ * finds csifs asleep in read() wakes a halted vCPU, and so does the reply:
+ * about 1.2-1.6 halts and 26-39 us per pipe round trip between two idle
+ * processes, 7-9 us when the answering side polls (docs/benchmarks.md,
+ * "What bounds the short rows"). A reader's next request (the RELEASE and
+ * OPEN of the next file, the GETATTR of the next directory of `ls -lR`)
+ * then finds this thread awake. The poll yields the CPU to anything else
+ * runnable on it and stops at the first yield that ran another task (on a
+ * busy CPU a sleeping thread's request wakes it ahead of the others, a
+ * polling one would wait its turn: 35 ms once in events_order), and lasts
+ * FS_SPIN_NS after the last request only: an idle csifs sleeps in poll(2)
+ * as before. */
+#include "fs/serve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* How long the thread stays awake after a request: more than a reader's
+ * work between two requests (ls -lR: about 90 us per directory here). */
+#define FS_SPIN_NS 200000
+/* A sched_yield that took longer ran another task: the CPU is contended. */
+#define FS_YIELD_BUSY_NS 20000
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int fs_serve(struct fuse_session *se)
+{
+    int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -errno;
+    struct fuse_buf buf = { .mem = NULL };
+    int64_t awake_until = 0;
+    int rc = 0;
+    while (!fuse_session_exited(se)) {
+        int res = fuse_session_receive_buf(se, &buf);
+        int64_t now = res == -EAGAIN ? mono_ns() : 0;
+        if (res == -EAGAIN && now < awake_until) {
+            /* Another task wanted this CPU: sleep instead, so that a
+             * request wakes this thread ahead of them as before. */
+            sched_yield();
+            if (mono_ns() - now > FS_YIELD_BUSY_NS)
+                awake_until = 0;
+        } else if (res == -EAGAIN) {
+            struct pollfd p = { .fd = fd, .events = POLLIN };
+            if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+                rc = -errno;
+                break;
+            }
+        } else if (res > 0) {
+            fuse_session_process_buf(se, &buf);
+            awake_until = mono_ns() + FS_SPIN_NS;
+        } else if (res != -EINTR) {
+            rc = res;                /* 0: unmounted (libfuse ended the session) */
+            break;
+        }
+    }
+    free(buf.mem);
+    if (fcntl(fd, F_SETFL, fl) < 0 && rc == 0)
+        rc = -errno;
+    fuse_session_reset(se);
+    return rc;
+}

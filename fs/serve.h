@@ -1,0 +1,12 @@
+/* serve: the FUSE request loop of one session (serve.c says why it polls
+ * before it sleeps). Runs on the calling thread until the session is
+ * unmounted or exits (fuse_session_exit, libfuse's signal handlers);
+ * returns 0 or a negative errno. */
+#ifndef CSIFS_SERVE_H
+#define CSIFS_SERVE_H
+
+#include <fuse_lowlevel.h>
+
+int fs_serve(struct fuse_session *se);
+
+#endif
