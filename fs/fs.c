@@ -274,7 +274,7 @@ int fs_loop(struct fs *fs, bool signals)
 void fs_exit(struct fs *fs)
 {
     fuse_session_exit(fs->se);
-    /* Wake the workers blocked reading /dev/fuse: a lazy unmount ends the
+    /* Wake the FUSE thread asleep in poll(2): a lazy unmount ends the
      * connection, and the loop returns. */
     umount2(fs->mountpoint, MNT_DETACH);
 }

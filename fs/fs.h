@@ -24,7 +24,7 @@ struct fs_opts {
     bool has_registrar;        /* registrar_gid given */
     gid_t registrar_gid;
     int64_t pending_ttl_ms;    /* pending links (ln -sfn); 0 = 10 s */
-    /* Called (on a worker thread) when FUSE INIT is answered, just before
+    /* Called (on the FUSE thread) when FUSE INIT is answered, just before
      * libfuse writes the reply: from then on the kernel sends requests. */
     void (*on_init)(void *arg);
     void *on_init_arg;

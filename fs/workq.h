@@ -1,7 +1,7 @@
 /* workq: the requests that commit run on a few writer threads, so that the
  * one FUSE thread never waits for an fsync.
  *
- * csifs serves every request on a single libfuse worker: a reader's
+ * csifs serves every request on a single FUSE thread (serve.h): a reader's
  * requests (open, read, release, lookup, getattr, readdir) then find the
  * same awake thread each time, where a pool of idle workers hands each to
  * another sleeping one (the kernel wakes /dev/fuse readers in turn), which
