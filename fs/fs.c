@@ -198,6 +198,7 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     fs->gid = o->registrar_gid;
     fs->mount_ns = (int64_t)time(NULL) * 1000000000;
     fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
+    pthread_mutex_init(&fs->fh_mu, NULL);
     pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
     int rc = fs_events_init(fs);
     if (rc == 0)
@@ -293,6 +294,8 @@ void fs_destroy(struct fs *fs)
     if (!fs)
         return;
     fs_inval_stop(fs);
+    fs_fh_release_all(fs);           /* files the connection ended with (node.h) */
+    pthread_mutex_destroy(&fs->fh_mu);
     if (fs->se) {
         fs_events_fini(fs);
         if (fs->mounted)

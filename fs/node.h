@@ -63,6 +63,10 @@ struct fs {
     struct fs_inval *inval;      /* notifier thread and pollers (inval.c) */
     struct fs_lookups *lookups;  /* inodes the kernel knows (lookups.c) */
     struct fs_workq *workq;      /* writer threads (workq.c), while fs_loop runs */
+    /* Open files: a file still open when the connection ends gets no
+     * RELEASE; fs_destroy releases them (fs_fh_release_all). Leaf lock. */
+    pthread_mutex_t fh_mu;
+    struct fs_fh *open_fhs;
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
@@ -97,6 +101,7 @@ struct fs_node {
 struct fs_fh {
     enum fs_kind kind;
     struct fs_node n;            /* as resolved at open */
+    struct fs_fh *prev, *next;   /* fs->open_fhs, under fs->fh_mu */
 };
 
 struct fs_dirbuf;

@@ -16,6 +16,9 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 struct fuse_file_info *fi);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Release every file still open: in fs_destroy, once the connection ended
+ * (the kernel sends no RELEASE then). */
+void fs_fh_release_all(struct fs *fs);
 void fs_op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
                 struct fuse_pollhandle *ph);
 

@@ -62,6 +62,36 @@ void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
         fuse_reply_readlink(req, buf);
 }
 
+static void fh_link(struct fs *fs, struct fs_fh *h)
+{
+    pthread_mutex_lock(&fs->fh_mu);
+    h->prev = NULL;
+    if ((h->next = fs->open_fhs))
+        h->next->prev = h;
+    fs->open_fhs = h;
+    pthread_mutex_unlock(&fs->fh_mu);
+}
+
+/* Unlink h and hand it to its kind's release. */
+static void fh_release(struct fs *fs, struct fs_fh *h)
+{
+    pthread_mutex_lock(&fs->fh_mu);
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        fs->open_fhs = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    pthread_mutex_unlock(&fs->fh_mu);
+    fs_kinds[h->kind].release(fs, h);
+}
+
+void fs_fh_release_all(struct fs *fs)
+{
+    while (fs->open_fhs)
+        fh_release(fs, fs->open_fhs);
+}
+
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_req(req, FS_OP_OPEN);
@@ -77,11 +107,12 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         h->kind = n.kind;
         h->n = n;
         fi->fh = (uintptr_t)h;
+        fh_link(fs, h);
     }
     if (rc < 0)
         fuse_reply_err(req, -rc);
     else if (fuse_reply_open(req, fi) == -ENOENT)
-        k->release(fs, h);           /* the opener was interrupted: no release will come */
+        fh_release(fs, h);           /* the opener was interrupted: no release will come */
 }
 
 static struct fs_fh *fh_of(struct fuse_file_info *fi)
@@ -104,7 +135,7 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs *fs = fs_req(req, FS_OP_RELEASE);
     struct fs_fh *h = fh_of(fi);
     if (h)
-        fs_kinds[h->kind].release(fs, h);
+        fh_release(fs, h);
     fuse_reply_err(req, 0);
 }
 
