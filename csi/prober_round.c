@@ -150,8 +150,7 @@ static enum pr_verdict finish(struct csi_prober *p, struct pinst *pi, enum reg_o
     cnt_observe(&cnt.probe[pi->type], pi->latency_us);
     pid_t pid = 0;
     if (outcome == REG_PROBE_OK && pi->fp) {
-        /* who listens: the same direct connect() as the dial diagnosis */
-        (void)csi_dial_check(pi->path, &pid);
+        pid = csi_chan_peer_pid(pi->ch);   /* who listened when it dialled */
         pr.fp = &fp;
         pr.pid = (int32_t)pid;
     }
@@ -183,12 +182,15 @@ static enum pr_verdict dial_failed(struct csi_prober *p, struct pinst *pi, int e
     return finish(p, pi, REG_PROBE_ERROR, reason);
 }
 
-/* A failed call: its reason, or the dial error under it. The diagnosis is
- * a direct connect() to the socket, made here on the scheduler thread. */
+/* A failed call: its reason, or the dial error under it (a call that failed
+ * on a live connection: is the plugin still there?). The diagnosis is a
+ * direct connect() to the socket, made here on the scheduler thread. */
 static enum pr_verdict failed_call(struct csi_prober *p, struct pinst *pi,
                                    const struct csi_result *res)
 {
-    int e = res->status == GRPC_STATUS_UNAVAILABLE ? csi_dial_check(pi->path, NULL) : 0;
+    bool dialled = res->reason && !strncmp(res->reason, "connect: ", 9);
+    int e = res->status == GRPC_STATUS_UNAVAILABLE && !dialled ? csi_dial_check(pi->path, NULL)
+                                                               : 0;
     return e ? dial_failed(p, pi, e) : finish(p, pi, REG_PROBE_ERROR, res->reason);
 }
 
