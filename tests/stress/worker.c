@@ -107,6 +107,20 @@ static int read_all(struct ctx *c)
     return 0;
 }
 
+/* The first line of a file, or "<strerror>". */
+static void first_line(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+    if (n < 0)
+        snprintf(buf, len, "<%s>", strerror(errno));
+    else
+        buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    if (fd >= 0)
+        close(fd);
+}
+
 static ino_t ino_of(const char *p)
 {
     struct stat st;
@@ -144,10 +158,20 @@ static int check_current(struct ctx *c)
     }
     ino_t i2 = ino_of(p);
     bool removed = k < 0 && e == ENOENT;
-    if (fd >= 0 && !removed && n > 0 && !strcmp(a, b) && i1 && i1 == i2 && strcmp(r, "1\n"))
-        st_violation(c->e, c->id, "%s -> %s (inode %llu), whose ready reads '%.1s' (read %zd%s%s)",
+    if (fd >= 0 && !removed && n > 0 && !strcmp(a, b) && i1 && i1 == i2 && strcmp(r, "1\n")) {
+        /* what the same files say a moment later */
+        char again[64], health[256], hp[700];
+        usleep(100 * 1000);
+        first_line(rp, again, sizeof(again));
+        snprintf(hp, sizeof(hp), "%s/health", p);
+        first_line(hp, health, sizeof(health));
+        st_violation(c->e, c->id,
+                     "%s -> %s (inode %llu), whose ready reads '%.1s' (read %zd%s%s); "
+                     "100 ms later ready '%s', health '%s', inode %llu",
                      link, a, (unsigned long long)i1, r, k, k < 0 ? ": " : "",
-                     k < 0 ? strerror(e) : "");
+                     k < 0 ? strerror(e) : "", again, health,
+                     (unsigned long long)ino_of(p));
+    }
     return 0;
 }
 
