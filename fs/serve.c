@@ -13,7 +13,8 @@
  * runnable on it and stops at the first yield that ran another task (on a
  * busy CPU a sleeping thread's request wakes it ahead of the others, a
  * polling one would wait its turn: 35 ms once in events_order), and lasts
- * FS_SPIN_NS after the last request only: an idle csifs sleeps in poll(2)
+ * FS_SPIN_NS after the last request only, and not after one handed to a
+ * writer (whose commit answers it later): an idle csifs sleeps in poll(2)
  * as before. */
 #include "fs/serve.h"
 
@@ -21,15 +22,27 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
 /* How long the thread stays awake after a request: more than a reader's
  * work between two requests (ls -lR: about 90 us per directory here). */
+#ifndef FS_SPIN_NS                  /* -DFS_SPIN_NS=0: sleep at once, as before */
 #define FS_SPIN_NS 200000
+#endif
 /* A sched_yield that took longer ran another task: the CPU is contended. */
 #define FS_YIELD_BUSY_NS 20000
+
+/* Set by fs_serve_handed_off during a request: its answer comes from
+ * another thread, later (a writer's commit), so no poll after it. */
+static _Thread_local bool handed_off;
+
+void fs_serve_handed_off(void)
+{
+    handed_off = true;
+}
 
 static int64_t mono_ns(void)
 {
@@ -62,8 +75,9 @@ int fs_serve(struct fuse_session *se)
                 break;
             }
         } else if (res > 0) {
+            handed_off = false;
             fuse_session_process_buf(se, &buf);
-            awake_until = mono_ns() + FS_SPIN_NS;
+            awake_until = handed_off ? 0 : mono_ns() + FS_SPIN_NS;
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;

@@ -8,5 +8,8 @@
 #include <fuse_lowlevel.h>
 
 int fs_serve(struct fuse_session *se);
+/* From a handler on the FUSE thread: this request is answered by another
+ * thread later (workq.h), so the loop does not poll after it. */
+void fs_serve_handed_off(void);
 
 #endif

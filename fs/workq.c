@@ -1,5 +1,6 @@
 /* Writer threads for the committing handlers (workq.h). */
 #include "fs/workq.h"
+#include "fs/serve.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -151,6 +152,7 @@ static void submit(struct job *a)
         q->n++;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
+    fs_serve_handed_off();
 }
 
 /* The fuse_lowlevel_ops entries: each names its arguments in a job. */
