@@ -173,13 +173,16 @@ static int check_current(struct ctx *c)
         first_line(rp, again, sizeof(again));
         snprintf(hp, sizeof(hp), "%s/health", p);
         first_line(hp, health, sizeof(health));
+        char cur[128] = "";
+        ssize_t cn = readlink(link, cur, sizeof(cur) - 1);
+        cur[cn > 0 ? cn : 0] = '\0';
         st_violation(c->e, c->id,
                      "%s -> %s (inode %llu), whose ready reads '%.1s' (read %zd%s%s), "
                      "'%s' past the page cache; 100 ms later ready '%s', health '%s', "
-                     "inode %llu",
+                     "inode %llu, current -> %s",
                      link, a, (unsigned long long)i1, r, k, k < 0 ? ": " : "",
                      k < 0 ? strerror(e) : "", fresh, again, health,
-                     (unsigned long long)ino_of(p));
+                     (unsigned long long)ino_of(p), cur);
     }
     return 0;
 }
