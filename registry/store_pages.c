@@ -258,6 +258,7 @@ static int read_metas(struct walk *w)
 {
     unsigned char b[META_SIZE];
     uint64_t off = 0;
+    int newest = 0;
     for (int i = 0; i < 2; i++) {
         ssize_t r = pread(w->fd, b, sizeof(b), (off_t)off);
         if (r < 0)
@@ -286,14 +287,26 @@ static int read_metas(struct walk *w)
             return store_fail(w->err, w->errlen, -EUCLEAN,
                               "%s: meta page 1 gives page size %u, meta page 0 %u "
                               "(MDB_INVALID)", w->file, ps, w->m.psize);
-        if (i == 0 || rd64(b, O_TXNID) > w->m.txnid)
+        if (i == 0 || rd64(b, O_TXNID) > w->m.txnid) {
+            newest = i;
             w->m = (struct meta){ w->m.psize ? w->m.psize : ps,
                                   { rd64(b, O_FREE_ROOT), rd64(b, O_MAIN_ROOT) },
                                   { rd16(b, O_FREE_FLAGS), rd16(b, O_MAIN_FLAGS) },
                                   { rd16(b, O_FREE_FLAGS + 2), rd16(b, O_MAIN_FLAGS + 2) },
                                   rd64(b, O_LAST_PG), rd64(b, O_TXNID) };
+        }
         off = w->m.psize;
     }
+    /* Transaction N writes meta page N & 1, and with its lock file LMDB
+     * takes the meta of a transaction, read or write, as me_metas[txnid &
+     * 1] of the newest txnid (mdb_txn_renew0), not the newest page: a
+     * newest meta on the other page would have the write path run on the
+     * meta this walk did not check. */
+    if ((w->m.txnid & 1) != (uint64_t)newest)
+        return store_fail(w->err, w->errlen, -EUCLEAN,
+                          "%s: meta page %d holds transaction %llu, which belongs on meta "
+                          "page %d: the LMDB environment is corrupted", w->file, newest,
+                          (unsigned long long)w->m.txnid, (int)(w->m.txnid & 1));
     if (w->m.flags[0] != MDB_INTEGERKEY)   /* else LMDB runs a DUPSORT one without xcursor */
         return store_fail(w->err, w->errlen, -EUCLEAN,
                           "%s: the meta page gives the free-page tree flags 0x%x: the LMDB "

@@ -222,21 +222,40 @@ Test(refuse, corrupted_page)
  * that is not DUPSORT (and junk in the page's free gap). LMDB's cursor
  * follows the node into an xcursor that does not exist and dies of SIGSEGV;
  * the page walk refuses it before LMDB maps the file. */
-Test(refuse, dupdata_node_in_a_plain_database)
+/* A fuzz reproducer of tests/fuzz/corpus/store_image/ as data.mdb of the
+ * state dir; then refused by store_open, store_check and, the same, by
+ * store_check_forked (what csifs runs). */
+static void expect_repro_refused(const char *name, int code, const char *what)
 {
-    char repro[PATH_MAX];
-    int rc = su_source_path("tests/fuzz/corpus/store_image/regress-v1-lmdb-segv", repro,
-                            sizeof(repro));
+    char rel[256], repro[PATH_MAX];
+    snprintf(rel, sizeof(rel), "tests/fuzz/corpus/store_image/%s", name);
+    int rc = su_source_path(rel, repro, sizeof(repro));
     cr_assert_eq(rc, 0, "reproducer %s: %s", repro, strerror(-rc));
     cr_assert_eq(unlink(file), 0);
     char lock[PATH_MAX + 16];
     snprintf(lock, sizeof(lock), "%s/lock.mdb", state);
     unlink(lock);
     cr_assert_eq(su_copy_file(repro, file), 0);
-    expect_refused(-EUCLEAN, "page 2 has a node with flags its database cannot hold");
+    expect_refused(code, what);
     char err[512];
-    cr_assert_eq(store_check_forked(state, err, sizeof(err)), -EUCLEAN);
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), code, "%s", err);
     cr_assert_str_eq(err, s.err, "the child's message comes back");
+}
+
+Test(refuse, dupdata_node_in_a_plain_database)
+{
+    expect_repro_refused("regress-v1-lmdb-segv", -EUCLEAN,
+                         "page 2 has a node with flags its database cannot hold");
+}
+
+/* Fuzz reproducer regress-open-mdb-put-abort: meta page 0 holds txn 1 (empty
+ * trees), meta page 1 txn 0 with a main-tree root of page 0. Read without a
+ * lock file LMDB takes the newest meta, 0; with one (store_open) it takes
+ * me_metas[1 & 1], and the first mdb_put dies on assert(root > 1). */
+Test(refuse, newest_meta_on_the_wrong_page)
+{
+    expect_repro_refused("regress-open-mdb-put-abort", -EUCLEAN,
+                         "meta page 0 holds transaction 1, which belongs on meta page 1");
 }
 
 /* What csifs runs: a check that dies of a signal (LMDB on damage the page
