@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,23 +258,56 @@ Test(refuse, newest_meta_on_the_wrong_page)
 }
 
 /* What csifs runs: a check that dies of a signal (LMDB on damage the page
- * walk does not know) is a refusal naming data.mdb, not a crash. */
+ * walk does not know: SIGSEGV, or SIGABRT from one of its assertions) is a
+ * refusal naming data.mdb, not a crash. */
 static int crashing_check(const char *dir, char *err, size_t errlen)
 {
     (void)dir, (void)err, (void)errlen;
-    struct rlimit none = { 0, 0 };
-    setrlimit(RLIMIT_CORE, &none);    /* no core file from the test */
     raise(SIGSEGV);
     return 0;
+}
+
+static int aborting_check(const char *dir, char *err, size_t errlen)
+{
+    (void)dir, (void)err, (void)errlen;
+    abort();                         /* as LMDB's mdb_assert_fail */
 }
 
 Test(refuse, check_killed_by_a_signal_is_refused)
 {
     char err[512];
+    uint32_t before, after;
+    cr_assert_eq(su_file_crc(file, &before), 0);
     cr_assert_eq(store_check_forked(state, err, sizeof(err)), 0, "%s", err);
-    int rc = store_run_forked(crashing_check, state, err, sizeof(err));
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before, "the check and its trial write leave data.mdb as it was");
+    int rc = store_run_forked(crashing_check, "reading it", state, err, sizeof(err));
     cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
-    cr_assert(strstr(err, file) && strstr(err, "signal 11"), "message \"%s\"", err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 11") && strstr(err, "reading it"),
+              "message \"%s\"", err);
+    rc = store_run_forked(aborting_check, "testing", state, err, sizeof(err));
+    cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 6 (Aborted) testing"),
+              "message \"%s\"", err);
+}
+
+/* The trial write alone (without the page walk that refuses it first) on
+ * regress-open-mdb-put-abort: LMDB's assertion kills the child, and that is
+ * a refusal with a message; data.mdb is left as it was. */
+Test(refuse, trial_write_killed_by_lmdb_is_refused)
+{
+    expect_repro_refused("regress-open-mdb-put-abort", -EUCLEAN, "belongs on meta page 1");
+    char err[512];
+    uint32_t before, after;
+    cr_assert_eq(su_file_crc(file, &before), 0);
+    int rc = store_run_forked(store_try_write, "in a trial write", state, err, sizeof(err));
+    cr_log_info("refused: %s", err);
+    cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 6 (Aborted) in a trial write: the "
+                                               "LMDB environment is corrupted"),
+              "message \"%s\"", err);
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before, "data.mdb changed");
 }
 
 /* Fuzz reproducer regress-v1-free-dupsort, on this store: the free-page
