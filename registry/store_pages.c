@@ -1,18 +1,25 @@
 /* A look at data.mdb with pread() before LMDB maps it.
  *
  * LMDB trusts its file: a page past the end of a truncated file is a SIGBUS
- * when read through the map, and a garbled page can send it anywhere. So
- * before the store opens an environment we read the two meta pages as
- * mdb_env_read_header() does, pick the newest, and walk every page reachable
- * from it (the free-page tree and the main tree) checking that each lies
- * inside the file and is well formed: a tree page is exactly a branch or a
- * leaf, its node offsets lie in it, a leaf node is plain or big data (neither
- * tree is DUPSORT, csifs has no named databases), an overflow page is one and
- * its page count lies in the meta's, every leaf is at its tree's depth, and the
- * free tree has the flags LMDB gives it. The file may end before the meta's last
- * page only where those pages are free (LMDB does not write pages it freed in
- * the same transaction), so a missing tail page that the free list does not
- * hold means the file was truncated.
+ * when read through the map, a garbled page can send it anywhere, and its
+ * write path asserts (abort) on what it takes for granted. So before the
+ * store opens an environment we read the two meta pages as
+ * mdb_env_read_header() does, pick the newest (which must be on the page of
+ * its txnid's parity, as LMDB picks it with a lock file), and walk every
+ * page reachable from it (the free-page tree and the main tree) checking
+ * that each lies inside the file and is well formed: a tree page is exactly
+ * a branch or a leaf, a main-tree branch has two keys or more, its nodes
+ * lie in it at even offsets with keys of at most 511 bytes in ascending
+ * order, a leaf node is plain or big data (neither tree is DUPSORT, csifs
+ * has no named databases), an overflow page is one and its page count lies
+ * in the meta's, every leaf is at its tree's depth, and the free tree has
+ * the flags LMDB gives it, 8-byte txnid keys ascending up to the meta's,
+ * and records of descending page numbers the meta counts. No page is used
+ * twice (by a tree or the free list): LMDB would hand it out again. The
+ * file may end before the meta's last page only where those pages are free
+ * (LMDB does not write pages it freed in the same transaction), so a
+ * missing tail page that the free list does not hold means the file was
+ * truncated.
  *
  * The on-disk layout is LMDB 0.9's (lmdb/mdb.c, MDB_DEVEL off), native
  * endian: page header {pgno_t pgno; u16 pad; u16 flags; u16 lower, upper |
@@ -42,6 +49,7 @@
 #define MDB_INTEGERKEY 0x08          /* the free tree's flags, always */
 #define P_INVALID (~(uint64_t)0)
 #define MAX_DEPTH 32                 /* LMDB's CURSOR_STACK */
+#define MAX_KEY 511u                 /* LMDB's MDB_MAXKEYSIZE */
 
 /* Offsets in a meta page. */
 #define O_FLAGS 10
@@ -69,9 +77,8 @@ struct walk {
     size_t errlen;
     uint64_t size;                   /* of the file, bytes */
     struct meta m;
-    uint64_t visited;
-    uint64_t *tail;                  /* free pages at or past the end of the file */
-    size_t ntail, captail;
+    unsigned char *used;             /* a bit per page: in a tree or free */
+    uint64_t free_key;               /* the last free-tree key seen, 0: none */
 };
 
 static uint16_t rd16(const unsigned char *p, size_t o)
@@ -138,32 +145,49 @@ static int read_pages(struct walk *w, uint64_t pgno, uint64_t n, unsigned char *
 
 static int walk_tree(struct walk *w, uint64_t pgno, int depth, bool freedb);
 
-static int add_tail(struct walk *w, uint64_t pgno)
+/* Pages [pgno, pgno + n) (within [0, last_pg]) are used once: by one tree
+ * node or one free-list entry. Two uses are a loop, a shared page or a free
+ * page still in use, and LMDB's write path asserts on them (mdb_page_dirty,
+ * mdb_page_touch) when it hands the page out twice. */
+static int mark_used(struct walk *w, uint64_t pgno, uint64_t n)
 {
-    if (w->ntail == w->captail) {
-        size_t cap = w->captail ? w->captail * 2 : 64;
-        uint64_t *t = realloc(w->tail, cap * sizeof(*t));
-        if (!t)
-            return -ENOMEM;
-        w->tail = t;
-        w->captail = cap;
+    for (uint64_t pg = pgno; pg < pgno + n; pg++) {
+        if (w->used[pg / 8] & (1u << pg % 8))
+            return bad_page(w, pg, "is used twice (by the trees or the free list)");
+        w->used[pg / 8] |= (unsigned char)(1u << pg % 8);
     }
-    w->tail[w->ntail++] = pgno;
     return 0;
 }
 
-/* A free-list record: pgno_t count, then count page numbers. */
+/* A free-list record: pgno_t count, then count page numbers, descending
+ * (an MDB_IDL, merged as sorted by mdb_page_alloc), each a page the meta
+ * counts other than the metas. */
 static int free_record(struct walk *w, uint64_t pgno, const unsigned char *d, size_t len)
 {
     uint64_t n = len >= 8 ? rd64(d, 0) : 0;
     if (len < 8 || n > len / 8 - 1)
         return bad_page(w, pgno, "holds a free-list record of the wrong size");
-    uint64_t file_pages = w->size / w->m.psize;
-    for (uint64_t i = 1; i <= n; i++) {
+    int rc = 0;
+    for (uint64_t i = 1, prev = P_INVALID; rc == 0 && i <= n; i++) {
         uint64_t pg = rd64(d, i * 8);
-        if (pg >= file_pages && pg <= w->m.last_pg && add_tail(w, pg) < 0)
-            return -ENOMEM;
+        if (pg < 2 || pg > w->m.last_pg || pg >= prev)
+            return bad_page(w, pgno, "holds a free-list record with a page number out of "
+                            "order or outside the pages the meta counts");
+        rc = mark_used(w, pg, 1);
+        prev = pg;
     }
+    return rc;
+}
+
+/* A free-tree key: the 8-byte txnid of the transaction that freed the
+ * pages, ascending through the tree and not after the meta's (else
+ * mdb_freelist_save asserts). */
+static int free_key(struct walk *w, uint64_t pgno, const unsigned char *node)
+{
+    uint64_t key = rd16(node, 6) == 8 ? rd64(node, NODESIZE) : 0;
+    if (key == 0 || key <= w->free_key || key > w->m.txnid)
+        return bad_page(w, pgno, "has a free-list key that is not a transaction id in order");
+    w->free_key = key;
     return 0;
 }
 
@@ -178,6 +202,9 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
      * sub-database or duplicate node sends LMDB through a NULL xcursor. */
     if (rd16(node, 4) & ~F_BIGDATA)
         return bad_page(w, pgno, "has a node with flags its database cannot hold");
+    int rc = freedb ? free_key(w, pgno, node) : 0;
+    if (rc < 0)
+        return rc;
     if (!(rd16(node, 4) & F_BIGDATA)) {
         if (NODESIZE + ks + ds > room)
             return bad_page(w, pgno, "has a node running past its end");
@@ -187,7 +214,7 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
         return bad_page(w, pgno, "has a node running past its end");
     uint64_t ov = rd64(d, 0), ps = w->m.psize;
     uint64_t n = (PAGEHDRSZ + ds + ps - 1) / ps;
-    int rc = check_range(w, ov, n);
+    rc = check_range(w, ov, n);
     unsigned char *buf = rc < 0 ? NULL : malloc(n * ps);
     if (!buf)
         return rc < 0 ? rc : -ENOMEM;
@@ -197,7 +224,7 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
     if (rc == 0)                     /* LMDB frees all mp_pages of it */
         rc = check_range(w, ov, rd32(buf, 12));
     if (rc == 0)
-        w->visited += n;
+        rc = mark_used(w, ov, rd32(buf, 12));
     if (rc == 0 && freedb)
         rc = free_record(w, ov, buf + PAGEHDRSZ, ds);
     free(buf);
@@ -209,6 +236,36 @@ static uint64_t node_pgno(const unsigned char *node)
 {
     return (uint64_t)rd16(node, 0) | (uint64_t)rd16(node, 2) << 16 |
            (uint64_t)rd16(node, 4) << 32;
+}
+
+/* Order of the keys of nodes a and b (a before b in their page), as the
+ * tree compares them: the free tree's as 8-byte integers, the main tree's
+ * as bytes, the shorter first on a tie. */
+static int key_cmp(const unsigned char *a, const unsigned char *b, bool freedb)
+{
+    size_t la = rd16(a, 6), lb = rd16(b, 6);
+    if (freedb) {
+        uint64_t x = rd64(a, NODESIZE), y = rd64(b, NODESIZE);
+        return x < y ? -1 : x > y;
+    }
+    int c = memcmp(a + NODESIZE, b + NODESIZE, la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+/* Node k at off of a page with upper: in the page, 2-aligned (LMDB moves
+ * nodes as words), its key no longer than LMDB's and, but for the implicit
+ * first key of a branch, 8 bytes in the free tree and after the key of the
+ * node before it (at prev). */
+static bool node_ok(const unsigned char *p, size_t ps, size_t upper, unsigned k, size_t off,
+                    size_t prev, bool branch, bool freedb)
+{
+    size_t ks = off + NODESIZE <= ps ? rd16(p, off + 6) : 0;
+    if (off < upper || (off & 1) || off + NODESIZE + ks > ps || ks > MAX_KEY)
+        return false;
+    if (branch && k == 0)
+        return true;
+    return (!freedb || ks == 8) &&
+           (k == (unsigned)branch || key_cmp(p + prev, p + off, freedb) < 0);
 }
 
 static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int depth,
@@ -224,29 +281,35 @@ static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int
         lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) ||
         (branch && lower == PAGEHDRSZ))
         return bad_page(w, pgno, "has a bad header");
+    if (branch && !freedb && lower < PAGEHDRSZ + 4)   /* mdb_page_search_root asserts */
+        return bad_page(w, pgno, "is a branch of the main tree with one key");
     if (!branch && depth != w->m.depths[!freedb])
         return bad_page(w, pgno, "is a leaf at another depth than its tree's");
     int rc = 0;
-    for (unsigned k = 0; rc == 0 && k < (lower - PAGEHDRSZ) / 2; k++) {
+    for (unsigned k = 0, prev = 0; rc == 0 && k < (lower - PAGEHDRSZ) / 2; k++) {
         size_t off = rd16(p, PAGEHDRSZ + 2 * k);
-        if (off < upper || off + NODESIZE > ps || off + NODESIZE + rd16(p, off + 6) > ps)
-            rc = bad_page(w, pgno, "has a node outside its bounds");
+        if (!node_ok(p, ps, upper, k, off, prev, branch, freedb))
+            rc = bad_page(w, pgno, "has a node outside its bounds or out of order");
         else if (branch)
             rc = walk_tree(w, node_pgno(p + off), depth + 1, freedb);
         else
             rc = leaf_value(w, pgno, p + off, ps - off, freedb);
+        prev = (unsigned)off;
     }
     return rc;
 }
 
 static int walk_tree(struct walk *w, uint64_t pgno, int depth, bool freedb)
 {
-    if (depth > MAX_DEPTH || ++w->visited > w->m.last_pg + 1)
+    if (depth > MAX_DEPTH)
         return bad_page(w, pgno, "closes a loop in the tree");
+    int rc = check_range(w, pgno, 1);
+    if (rc < 0 || (rc = mark_used(w, pgno, 1)) < 0)
+        return rc;
     unsigned char *p = malloc(w->m.psize);
     if (!p)
         return -ENOMEM;
-    int rc = read_pages(w, pgno, 1, p);
+    rc = read_pages(w, pgno, 1, p);
     if (rc == 0)
         rc = walk_nodes(w, pgno, p, depth, freedb);
     free(p);
@@ -318,17 +381,13 @@ static int read_metas(struct walk *w)
     return 0;
 }
 
-/* Pages [size / psize, last_pg] must all be free. */
+/* Pages [size / psize, last_pg] must all be free: the trees are in the
+ * file (check_range), so any of them used is a free-list entry. */
 static int check_tail(struct walk *w)
 {
-    uint64_t first = w->size / w->m.psize;
-    if (first > w->m.last_pg)
-        return 0;
-    store_sort_u64(w->tail, w->ntail);
-    uint64_t want = first;
-    for (size_t i = 0; i < w->ntail && want <= w->m.last_pg; i++)
-        if (w->tail[i] == want)
-            want++;
+    uint64_t want = w->size / w->m.psize;
+    while (want <= w->m.last_pg && (w->used[want / 8] & (1u << want % 8)))
+        want++;
     if (want > w->m.last_pg)
         return 0;
     return store_fail(w->err, w->errlen, -ENODATA,
@@ -337,6 +396,24 @@ static int check_tail(struct walk *w)
                       (unsigned long long)w->size, (unsigned long long)w->m.txnid,
                       (unsigned long long)w->m.last_pg + 1, w->m.psize,
                       (unsigned long long)want);
+}
+
+/* The bitmap of used pages, [0, last_pg]; the metas are used. A file that
+ * ends more pages before last_pg than its free list could name (8 bytes
+ * each) is truncated. */
+static int alloc_used(struct walk *w)
+{
+    uint64_t pages = w->size / w->m.psize;
+    if (w->m.last_pg >= pages && w->m.last_pg - pages >= w->size / 8)
+        return store_fail(w->err, w->errlen, -ENODATA,
+                          "%s: truncated: %llu bytes, but its meta page (txn %llu) says "
+                          "%llu pages of %u bytes", w->file, (unsigned long long)w->size,
+                          (unsigned long long)w->m.txnid,
+                          (unsigned long long)w->m.last_pg + 1, w->m.psize);
+    if (!(w->used = calloc(w->m.last_pg / 8 + 1, 1)))
+        return -ENOMEM;
+    w->used[0] = 3;
+    return 0;
 }
 
 int store_check_pages(const char *file, char *err, size_t errlen)
@@ -351,6 +428,8 @@ int store_check_pages(const char *file, char *err, size_t errlen)
     w.size = (uint64_t)st.st_size;
     if (rc == 0)
         rc = read_metas(&w);
+    if (rc == 0)
+        rc = alloc_used(&w);
     for (int db = 0; db < 2 && rc == 0; db++)
         if (w.m.roots[db] != P_INVALID)
             rc = walk_tree(&w, w.m.roots[db], 1, db == 0);
@@ -358,7 +437,7 @@ int store_check_pages(const char *file, char *err, size_t errlen)
         rc = check_tail(&w);
     if (rc == -ENOMEM)
         store_fail(err, errlen, rc, "%s: out of memory", file);
-    free(w.tail);
+    free(w.used);
     close(w.fd);
     return rc;
 }

@@ -87,8 +87,9 @@ static void patch(off_t off, const void *bytes, size_t len)
     close(fd);
 }
 
-/* The newest meta page's main-tree root and the page size. */
-static uint64_t main_root(uint32_t *psize)
+/* The newest meta page's root of the free tree (db 0) or the main tree
+ * (db 1), and the page size. */
+static uint64_t meta_root(int db, uint32_t *psize)
 {
     unsigned char m[2][152];
     int fd = open(file, O_RDONLY);
@@ -100,8 +101,13 @@ static uint64_t main_root(uint32_t *psize)
     uint64_t txn[2], root;
     memcpy(&txn[0], m[0] + 144, 8);
     memcpy(&txn[1], m[1] + 144, 8);
-    memcpy(&root, m[txn[1] > txn[0]] + 128, 8);
+    memcpy(&root, m[txn[1] > txn[0]] + (db ? 128 : 80), 8);
     return root;
+}
+
+static uint64_t main_root(uint32_t *psize)
+{
+    return meta_root(1, psize);
 }
 
 Test(refuse, healthy_store_passes_untouched)
@@ -334,6 +340,36 @@ Test(refuse, metas_with_two_page_sizes)
     patch(psize + 40, &other, sizeof(other));
     char what[80];
     snprintf(what, sizeof(what), "meta page 1 gives page size %u, meta page 0 %u", other, psize);
+    expect_refused(-EUCLEAN, what);
+}
+
+/* The first free-list record made to name the main tree's root: a page
+ * both free and in use, which LMDB's first write hands out again and its
+ * mdb_page_touch or mdb_page_dirty assertion answers. */
+Test(refuse, free_page_in_use)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize), froot = meta_root(0, &psize), rec[2] = { 1, root };
+    unsigned char pg[65536];
+    int fd = open(file, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pread(fd, pg, psize, (off_t)(froot * psize)), (ssize_t)psize);
+    close(fd);
+    uint16_t flags, off, ksize, nflags;
+    memcpy(&flags, pg + 10, 2);
+    memcpy(&off, pg + 16, 2);
+    memcpy(&nflags, pg + off + 4, 2);
+    memcpy(&ksize, pg + off + 6, 2);
+    cr_assert(froot != ~0ull && flags == 0x02 && nflags == 0,
+              "the free tree is one leaf (root %llu, flags 0x%x), its first record inline",
+              (unsigned long long)froot, flags);
+    char err[512];
+    patch((off_t)(froot * psize + off + 8 + ksize), rec, sizeof(rec));
+    int rc = store_run_forked(store_try_write, "in a trial write", state, err, sizeof(err));
+    cr_assert(rc == -EUCLEAN && strstr(err, "signal 6 (Aborted) in a trial write"),
+              "LMDB's write path, without the page walk: %d %s", rc, err);
+    char what[80];
+    snprintf(what, sizeof(what), "page %llu is used twice", (unsigned long long)root);
     expect_refused(-EUCLEAN, what);
 }
 
