@@ -297,6 +297,29 @@ Test(refuse, check_killed_by_a_signal_is_refused)
               "message \"%s\"", err);
 }
 
+/* On a version 1 store the trial is the compacting backup (to /dev/null)
+ * and the upgrade, aborted: the store stays as it was, with no backup. */
+Test(refuse, trial_write_leaves_a_v1_store_as_it_is)
+{
+    char fixture[PATH_MAX], err[512];
+    int rc = su_source_path("tests/fixtures/v1/data.mdb", fixture, sizeof(fixture));
+    cr_assert_eq(rc, 0, "fixture %s: %s", fixture, strerror(-rc));
+    cr_assert_eq(unlink(file), 0);
+    cr_assert_eq(su_copy_file(fixture, file), 0);
+    uint32_t before, after;
+    cr_assert_eq(su_file_crc(file, &before), 0);
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before, "data.mdb changed");
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof(cmd), "ls '%s' | grep -q backup", state);
+    cr_assert_neq(system(cmd), 0, "no backup dir is made");
+    cr_assert_eq(su_open(&s), 0, "%s", s.err);   /* and the real open upgrades it */
+    su_close(&s);
+    snprintf(cmd, sizeof(cmd), "ls '%s' | grep -q backup-v1-", state);
+    cr_assert_eq(system(cmd), 0, "the real upgrade made its backup");
+}
+
 /* The trial write alone (without the page walk that refuses it first) on
  * regress-open-mdb-put-abort: LMDB's assertion kills the child, and that is
  * a refusal with a message; data.mdb is left as it was. */
