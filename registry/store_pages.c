@@ -165,7 +165,7 @@ static int mark_used(struct walk *w, uint64_t pgno, uint64_t n)
 static int free_record(struct walk *w, uint64_t pgno, const unsigned char *d, size_t len)
 {
     uint64_t n = len >= 8 ? rd64(d, 0) : 0;
-    if (len < 8 || n > len / 8 - 1)
+    if (len < 8 || len % 8 || n > len / 8 - 1)
         return bad_page(w, pgno, "holds a free-list record of the wrong size");
     int rc = 0;
     for (uint64_t i = 1, prev = P_INVALID; rc == 0 && i <= n; i++) {
@@ -268,6 +268,35 @@ static bool node_ok(const unsigned char *p, size_t ps, size_t upper, unsigned k,
            (k == (unsigned)branch || key_cmp(p + prev, p + off, freedb) < 0);
 }
 
+/* The nodes of a page fill [upper, ps) exactly, without overlap: LMDB
+ * adds a node at upper and, deleting one, moves those below it up by its
+ * (even) size (mdb_node_add, mdb_node_del), so an overlap or a node longer
+ * than its room has it write past the page. */
+static bool nodes_packed(const unsigned char *p, size_t ps, unsigned n, size_t upper,
+                         bool branch)
+{
+    unsigned char cover[65536 / 16] = { 0 };     /* a bit per 2 bytes */
+    size_t sum = 0;
+    for (unsigned k = 0; k < n; k++) {
+        size_t off = rd16(p, PAGEHDRSZ + 2 * k);
+        if (off < upper || (off & 1) || off + NODESIZE > ps)
+            return false;
+        size_t ds = rd16(p, off) | (size_t)rd16(p, off + 2) << 16;
+        size_t sz = NODESIZE + rd16(p, off + 6) +
+                    (branch ? 0 : rd16(p, off + 4) & F_BIGDATA ? 8 : ds);
+        sz += sz & 1;
+        if (sz > ps - off)
+            return false;
+        for (size_t u = off / 2; u < (off + sz) / 2; u++) {
+            if (cover[u / 8] & (1u << u % 8))
+                return false;
+            cover[u / 8] |= (unsigned char)(1u << u % 8);
+        }
+        sum += sz;
+    }
+    return sum == ps - upper;
+}
+
 static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int depth,
                       bool freedb)
 {
@@ -278,9 +307,11 @@ static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int
      * DUPSORT nodes, and a DIRTY page would be written in place through the
      * read-only map. */
     if ((flags != P_BRANCH && flags != P_LEAF) ||
-        lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) ||
+        lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) || (upper & 1) ||
         (branch && lower == PAGEHDRSZ))
         return bad_page(w, pgno, "has a bad header");
+    if (!nodes_packed(p, ps, (lower - PAGEHDRSZ) / 2, upper, branch))
+        return bad_page(w, pgno, "has nodes that overlap or leave gaps");
     if (branch && !freedb && lower < PAGEHDRSZ + 4)   /* mdb_page_search_root asserts */
         return bad_page(w, pgno, "is a branch of the main tree with one key");
     if (!branch && depth != w->m.depths[!freedb])

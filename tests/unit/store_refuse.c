@@ -263,6 +263,16 @@ Test(refuse, newest_meta_on_the_wrong_page)
                          "meta page 0 holds transaction 1, which belongs on meta page 1");
 }
 
+/* Fuzz reproducer regress-commit-free-record-overlap: a free-list record
+ * of 41 bytes whose node runs one byte into the next one (its even size
+ * two). Reads and opens go through; the first commit deletes the record
+ * (mdb_freelist_save) and mdb_node_del's memmove writes past the page. */
+Test(refuse, overlapping_nodes)
+{
+    expect_repro_refused("regress-commit-free-record-overlap", -EUCLEAN,
+                         "page 10 has nodes that overlap or leave gaps");
+}
+
 /* What csifs runs: a check that dies of a signal (LMDB on damage the page
  * walk does not know: SIGSEGV, or SIGABRT from one of its assertions) is a
  * refusal naming data.mdb, not a crash. */
