@@ -8,8 +8,9 @@
  * its txnid's parity, as LMDB picks it with a lock file), and walk every
  * page reachable from it (the free-page tree and the main tree) checking
  * that each lies inside the file and is well formed: a tree page is exactly
- * a branch or a leaf, a main-tree branch has two keys or more, its nodes
- * lie in it at even offsets with keys of at most 511 bytes in ascending
+ * a branch or a leaf, a branch has two keys or more (the free tree's root
+ * one or more), a leaf one or more, its nodes fill it exactly without
+ * overlap at even offsets, with keys of at most 511 bytes in ascending
  * order, a leaf node is plain or big data (neither tree is DUPSORT, csifs
  * has no named databases), an overflow page is one and its page count lies
  * in the meta's, every leaf is at its tree's depth, and the free tree has
@@ -307,17 +308,22 @@ static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int
      * DUPSORT nodes, and a DIRTY page would be written in place through the
      * read-only map. */
     if ((flags != P_BRANCH && flags != P_LEAF) ||
-        lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) || (upper & 1) ||
-        (branch && lower == PAGEHDRSZ))
+        lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) || (upper & 1))
         return bad_page(w, pgno, "has a bad header");
-    if (!nodes_packed(p, ps, (lower - PAGEHDRSZ) / 2, upper, branch))
+    /* LMDB empties no page but a root, which it then drops, and it merges a
+     * branch left with one child (mdb_rebalance asserts the parent has two;
+     * mdb_page_search_root that a main-tree branch has); only the free
+     * tree's root may be a branch of one key. A cursor reads node 0 of a
+     * leaf without looking whether it has one (mdb_cursor_first). */
+    unsigned nodes = (lower - PAGEHDRSZ) / 2;
+    if (nodes < (branch ? 1u + !(freedb && depth == 1) : 1u))
+        return bad_page(w, pgno, branch ? "is a branch with one key" : "is an empty leaf");
+    if (!nodes_packed(p, ps, nodes, upper, branch))
         return bad_page(w, pgno, "has nodes that overlap or leave gaps");
-    if (branch && !freedb && lower < PAGEHDRSZ + 4)   /* mdb_page_search_root asserts */
-        return bad_page(w, pgno, "is a branch of the main tree with one key");
     if (!branch && depth != w->m.depths[!freedb])
         return bad_page(w, pgno, "is a leaf at another depth than its tree's");
     int rc = 0;
-    for (unsigned k = 0, prev = 0; rc == 0 && k < (lower - PAGEHDRSZ) / 2; k++) {
+    for (unsigned k = 0, prev = 0; rc == 0 && k < nodes; k++) {
         size_t off = rd16(p, PAGEHDRSZ + 2 * k);
         if (!node_ok(p, ps, upper, k, off, prev, branch, freedb))
             rc = bad_page(w, pgno, "has a node outside its bounds or out of order");

@@ -273,6 +273,45 @@ Test(refuse, overlapping_nodes)
                          "page 10 has nodes that overlap or leave gaps");
 }
 
+/* The main tree's root cut to one key, then instead its first child
+ * emptied: LMDB never leaves either on disk, and asserts on the first
+ * (mdb_page_search_root, mdb_rebalance) or reads a node that is not there
+ * on the second (mdb_cursor_first). */
+Test(refuse, branch_with_one_key)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize);
+    uint16_t lower = 16 + 2;
+    patch((off_t)(root * psize + 12), &lower, sizeof(lower));
+    char what[64];
+    snprintf(what, sizeof(what), "page %llu is a branch with one key", (unsigned long long)root);
+    expect_refused(-EUCLEAN, what);
+}
+
+Test(refuse, empty_leaf)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize), child = 0;
+    unsigned char pg[65536];
+    int fd = open(file, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pread(fd, pg, psize, (off_t)(root * psize)), (ssize_t)psize);
+    uint16_t flags, off;
+    memcpy(&flags, pg + 10, 2);
+    memcpy(&off, pg + 16, 2);
+    cr_assert_eq(flags, 0x01, "the main root is a branch");
+    memcpy(&child, pg + off, 6);     /* the 48-bit page number of node 0 */
+    cr_assert_eq(pread(fd, pg, psize, (off_t)(child * psize)), (ssize_t)psize);
+    close(fd);
+    memcpy(&flags, pg + 10, 2);
+    cr_assert_eq(flags, 0x02, "its first child is a leaf");
+    uint16_t lower = 16;
+    patch((off_t)(child * psize + 12), &lower, sizeof(lower));
+    char what[64];
+    snprintf(what, sizeof(what), "page %llu is an empty leaf", (unsigned long long)child);
+    expect_refused(-EUCLEAN, what);
+}
+
 /* What csifs runs: a check that dies of a signal (LMDB on damage the page
  * walk does not know: SIGSEGV, or SIGABRT from one of its assertions) is a
  * refusal naming data.mdb, not a crash. */
