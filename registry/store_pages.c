@@ -276,8 +276,9 @@ static bool node_ok(const unsigned char *p, size_t ps, size_t upper, unsigned k,
 static bool nodes_packed(const unsigned char *p, size_t ps, unsigned n, size_t upper,
                          bool branch)
 {
-    unsigned char cover[65536 / 16] = { 0 };     /* a bit per 2 bytes */
+    unsigned char cover[65536 / 16];            /* a bit per 2 bytes */
     size_t sum = 0;
+    memset(cover, 0, ps / 16);
     for (unsigned k = 0; k < n; k++) {
         size_t off = rd16(p, PAGEHDRSZ + 2 * k);
         if (off < upper || (off & 1) || off + NODESIZE > ps)
