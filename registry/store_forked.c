@@ -2,9 +2,9 @@
  * the page walk does not know can still crash it, or trip one of its
  * assertions (abort) on the write path; in a child, such a crash is a
  * refusal instead of the end of csifs. store_check_forked runs store_check,
- * then the trial of the first write (store_try_write), each in a child. The child sends rc and the
- * message back on a pipe (one write each, under PIPE_BUF) and leaves with
- * _exit() (no atexit, no stdio). */
+ * then the trial of the first write (store_try_write), each in a child. The
+ * child sends rc and the message back on a pipe (one write each, under
+ * PIPE_BUF) and leaves with _exit() (no atexit, no stdio). */
 #include "registry/store_int.h"
 
 #include <errno.h>
