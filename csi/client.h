@@ -3,13 +3,13 @@
  * One csi_client owns one completion queue and one thread that always waits
  * on it (so gRPC makes I/O progress); every call is asynchronous on that
  * queue, carries its own deadline, and its callback runs on that thread.
- * One csi_chan per plugin socket path (target "unix:<path>", authority
- * "localhost"); its connectivity is watched on the same queue, so a lost
- * connection is reported at once (csi_chan_on_lost). The thread sleeps
- * until there is work. A call that ends UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN or
- * INTERNAL, or a lost connection, makes the channel's next call use a fresh gRPC channel (its own
- * connection; reconnect backoff 100 ms, capped at 5 s), so gRPC's backoff
- * never delays the caller's schedule: a plugin restarted on the same socket
+ * One csi_chan per plugin socket path (authority "localhost"). Its gRPC
+ * channel runs on a connection csifs dials itself, closed when the channel
+ * is destroyed; a failed dial fails the call at once ("connect: <strerror>").
+ * The plugin hanging up is seen at once (csi_chan_on_lost). Both threads
+ * sleep until there is work. A call that ends UNAVAILABLE,
+ * DEADLINE_EXCEEDED, UNKNOWN or INTERNAL, or a lost connection, makes the
+ * channel's next call dial afresh, so a plugin restarted on the same socket
  * is reached by the next call.
  *
  * Functions return 0 or a negative errno, are thread-safe, and may be called
@@ -81,12 +81,11 @@ int csi_decode(enum csi_method m, const void *buf, size_t len, struct csi_result
  *                       out after 5s"; <d> "1500ms" when not whole seconds)
  *   gRPC core's own texts (csi_transport_reason): "protocol: not HTTP/2",
  *                       "protocol: reply over 64 KiB", "UNAVAILABLE:
- *                       connection closed", "UNAVAILABLE: connection failed"
+ *                       connection closed"
  *   otherwise:          "<STATUS_NAME>: <message>", the message's first line
  *                       cut to 200 bytes, control characters and invalid
  *                       UTF-8 as '?'; just "<STATUS_NAME>" when empty.
- * A dial error ("connect: <strerror>") is the caller's diagnosis: see
- * csi_dial_check. */
+ * A failed dial: "connect: <strerror>" (csi_call's callback). */
 char *csi_reason(enum csi_method m, int status, const char *message, int timeout_ms);
 /* The reason for a status text that gRPC core wrote itself, or NULL. */
 const char *csi_transport_reason(const char *message);
@@ -126,9 +125,12 @@ int csi_chan_open(struct csi_client *c, const char *socket_path, struct csi_chan
  * (csi_call on it gives -ESHUTDOWN); elsewhere it is gone. */
 void csi_chan_close(struct csi_chan *ch);
 const char *csi_chan_path(const struct csi_chan *ch);
-/* Runs on the completion-queue thread when the channel's connection, once
- * READY, is lost (the plugin exited or closed it); the next call dials
- * afresh. The channel's connectivity is watched (no polling). Keep it short. */
+/* The process that listened on the socket when the channel last dialled
+ * (SO_PEERCRED), 0 if unknown or the dial failed. */
+pid_t csi_chan_peer_pid(struct csi_chan *ch);
+/* Runs on the client's watch thread when the channel's connection, after a
+ * call on it succeeded, is closed by the plugin (it exited or closed it);
+ * the next call dials afresh. Nothing is polled. Keep it short. */
 typedef void csi_lost_callback(void *arg, uint64_t cookie);
 /* Set (or with cb NULL clear) the channel's lost-connection callback. */
 void csi_chan_on_lost(struct csi_chan *ch, csi_lost_callback *cb, void *arg, uint64_t cookie);

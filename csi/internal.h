@@ -11,4 +11,9 @@
  * '?'. NULL on ENOMEM. */
 char *csi_dup_line(const char *s, size_t max);
 
+/* A non-blocking connect() to the unix socket at path: the connected fd
+ * (O_NONBLOCK, O_CLOEXEC), or -errno (-EAGAIN: the listener's backlog is
+ * full). *pid (if pid) is the process that called listen(), 0 if unknown. */
+int csi_dial(const char *path, pid_t *pid);
+
 #endif

@@ -97,8 +97,6 @@ static const struct {
     { "Broken pipe", "UNAVAILABLE: connection closed" },
     { "Transport closed", "UNAVAILABLE: connection closed" },
     { "GOAWAY", "UNAVAILABLE: connection closed" },
-    { "failed to connect to all addresses", "UNAVAILABLE: connection failed" },
-    { "unix:", "UNAVAILABLE: connection failed" },
 };
 
 const char *csi_transport_reason(const char *message)

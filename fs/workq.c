@@ -30,8 +30,8 @@ struct fs_workq {
     pthread_cond_t cv;
     struct job *head, **tail;
     bool stop;
-    int n;
-    pthread_t th[FS_WRITERS];
+    int n, idle, queued;             /* writers; of them waiting; jobs waiting */
+    pthread_t th[FS_WRITERS_MAX];
 };
 
 /* The session's table of committing handlers, as oplog and testopt wrapped
@@ -61,11 +61,15 @@ static void *writer(void *arg)
     struct fs_workq *q = arg;
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->head && !q->stop)
+        while (!q->head && !q->stop) {
+            q->idle++;
             pthread_cond_wait(&q->cv, &q->mu);
+            q->idle--;
+        }
         struct job *j = q->head;
         if (!j)
             break;
+        q->queued--;
         if (!(q->head = j->next))
             q->tail = &q->head;
         pthread_mutex_unlock(&q->mu);
@@ -146,6 +150,11 @@ static void push(struct job *j)
     pthread_mutex_lock(&q->mu);
     *q->tail = j;
     q->tail = &j->next;
+    /* More jobs waiting than idle writers: one more (a failure only leaves
+     * the job for the next writer that is done). */
+    if (++q->queued > q->idle && q->n < FS_WRITERS_MAX && !q->stop &&
+        pthread_create(&q->th[q->n], NULL, writer, q) == 0)
+        q->n++;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }

@@ -18,7 +18,12 @@
 
 #include "fs/node.h"
 
+/* Writers started with the session; more are started while jobs wait with
+ * every writer busy, up to FS_WRITERS_MAX: each waits for its own commit,
+ * so a batch can only hold as many mutations as there are writers (a burst
+ * of 64 mkdirs needs 64 to share one fsync). They stay until stop. */
 #define FS_WRITERS 8
+#define FS_WRITERS_MAX 64
 
 /* Start the writers (after any fork); stop them, running what is queued. */
 int fs_workq_start(struct fs *fs);

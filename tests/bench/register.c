@@ -79,13 +79,41 @@ static void *write_cycles(void *arg)
     return NULL;
 }
 
+/* The last committed LMDB write transaction of the store in state: each
+ * commit is one fdatasync. 0 when it cannot be read. */
+static uint64_t last_txnid(const char *state)
+{
+    MDB_env *env;
+    MDB_envinfo info;
+    uint64_t id = 0;
+    if (mdb_env_create(&env) != 0)
+        return 0;
+    if (mdb_env_open(env, state, MDB_RDONLY, 0600) == 0 && mdb_env_info(env, &info) == 0)
+        id = info.me_last_txnid;
+    mdb_env_close(env);
+    return id;
+}
+
+/* The commits a run of cycles cost, for the row's note (each one fsync). */
+static void note_commits(enum row r, uint64_t before, int cycles)
+{
+    uint64_t after = last_txnid(t.state);
+    if (before && after >= before)
+        bench_note(r, "%llu commits for %d cycles (%.2f per cycle)",
+                   (unsigned long long)(after - before), cycles,
+                   (double)(after - before) / cycles);
+}
+
 /* One writer: cycles/s. */
 static double serial(void)
 {
     struct writer w = { "serial", cfg.reg_cycles, NULL, 0 };
+    uint64_t before = last_txnid(t.state);
     double t0 = now_s();
     write_cycles(&w);
-    return cfg.reg_cycles / (now_s() - t0);
+    double dt = now_s() - t0;
+    note_commits(R_REGISTER_SERIAL, before, cfg.reg_cycles);
+    return cfg.reg_cycles / dt;
 }
 
 /* cfg.par_writers writers on plugins w0, w1...: cycles/s over all. */
@@ -102,28 +130,15 @@ static double parallel(void)
         w[k] = (struct writer){ names[k], cfg.par_cycles, &go, 0 };
         pthread_create(&th[k], NULL, write_cycles, &w[k]);
     }
+    uint64_t before = last_txnid(t.state);
     pthread_barrier_wait(&go);
     double t0 = now_s();
     for (int k = 0; k < n; k++)
         pthread_join(th[k], NULL);
     double dt = now_s() - t0;
     pthread_barrier_destroy(&go);
+    note_commits(R_REGISTER_PARALLEL, before, n * cfg.par_cycles);
     return (double)n * cfg.par_cycles / dt;
-}
-
-/* The last committed LMDB write transaction of the store in state: each
- * commit is one fdatasync. 0 when it cannot be read. */
-static uint64_t last_txnid(const char *state)
-{
-    MDB_env *env;
-    MDB_envinfo info;
-    uint64_t id = 0;
-    if (mdb_env_create(&env) != 0)
-        return 0;
-    if (mdb_env_open(env, state, MDB_RDONLY, 0600) == 0 && mdb_env_info(env, &info) == 0)
-        id = info.me_last_txnid;
-    mdb_env_close(env);
-    return id;
 }
 
 #define BURST_PROCS 64

@@ -159,6 +159,42 @@ Test(commit, readers_do_not_wait_for_commits)
     cr_assert_eq(tf_sh(&t, "test \"$(cat csi-node/p/a7/mount_point)\" = /mnt/x"), 0);
 }
 
+/* The store's commits so far, from the metrics file. */
+static long store_commits(void)
+{
+    const char *m = tf_cat(&t, "metrics");
+    const char *at = m ? strstr(m, "\ncsifs_store_commits_total ") : NULL;
+    cr_assert(at, "no csifs_store_commits_total in metrics");
+    return strtol(at + strlen("\ncsifs_store_commits_total "), NULL, 10);
+}
+
+/* More concurrent commits than the 8 writer threads started with the mount
+ * share one commit: writers are added while jobs wait (fs/workq.h). With
+ * each commit held, 32 mkdirs in 32 directories take at most 3 commits (8
+ * writers cannot do it in fewer than 4). */
+Test(commit, burst_beyond_eight_writers_shares_commits)
+{
+    enum { N = 32 };
+    spawn("gc-burst", NULL);
+    cr_assert_eq(tf_sh(&t, "k=0; while [ $k -lt %d ]; do mkdir csi-node/b$k || exit 1; "
+                           "k=$((k+1)); done", N), 0);
+    char extra[64], rel[64];
+    snprintf(extra, sizeof(extra), "debug_commit_delay_ms=%lld", (long long)tu_ms(1000));
+    respawn("gc-burst", extra);
+    long before = store_commits();
+    pid_t pids[N];
+    for (int k = 0; k < N; k++) {
+        snprintf(rel, sizeof(rel), "csi-node/b%d/a", k);
+        pids[k] = start_op(OP_MKDIR, P(rel), NULL, 0);
+    }
+    for (int k = 0; k < N; k++)
+        cr_assert_eq(wait_op(pids[k]), 0, "mkdir %d", k);
+    long commits = store_commits() - before;
+    cr_assert_geq(commits, 1);
+    cr_assert_leq(commits, 3, "%d mkdirs took %ld commits", N, commits);
+    cr_assert_eq(tf_sh(&t, "test $(ls -d csi-node/b*/a | wc -l) -eq %d", N), 0);
+}
+
 /* Issue 13 test 4 and DESIGN 7: the state on a 2 MiB tmpfs filled until
  * ENOSPC by instances with 3 KB attributes, then the disk filled to the
  * last block: every removal (truncate, socket unlink, rmdir) commits, before

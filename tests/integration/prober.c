@@ -13,24 +13,10 @@
 #include "tests/integration/prober_util.h"
 #include "tests/lib/testutil.h"
 
-static struct tf t;
-
-static void teardown(void)
-{
-    tp_kill_all();
-    tf_stop(&t);
-}
-
-TestSuite(prober, .fini = teardown, .timeout = 120);
+PU_SUITE(prober, "prober", 120)
 
 /* Small intervals keep the suite short. */
 #define OPTS "heartbeat=1s,probe_timeout=1s,health_timeout=3s"
-
-static void spawn(const char *opts)
-{
-    pu_use(&t);
-    pu_spawn("prober", opts);
-}
 
 #define sock pu_sock
 #define reg pu_reg

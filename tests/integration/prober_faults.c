@@ -14,23 +14,9 @@
 
 #include "tests/integration/prober_util.h"
 
-static struct tf t;
-
-static void teardown(void)
-{
-    tp_kill_all();
-    tf_stop(&t);
-}
-
-TestSuite(prober_faults, .fini = teardown, .timeout = 180);
+PU_SUITE(prober_faults, "faults", 180)
 
 #define OPTS "heartbeat=1s,probe_timeout=1s,health_timeout=3s"
-
-static void spawn(const char *opts)
-{
-    pu_use(&t);
-    pu_spawn("faults", opts);
-}
 
 /* ---- 13.2: fast socket changes leave no connection behind ---- */
 

@@ -21,6 +21,23 @@
 
 static struct tf *tt __attribute__((unused));
 
+/* One suite of a prober test binary: its csifs (t), a teardown that kills
+ * the plugins and csifs it started (by pid), and spawn(opts) of csifs
+ * tagged tag. */
+#define PU_SUITE(suite, tag, secs)                                               \
+    static struct tf t;                                                          \
+    static void teardown(void)                                                   \
+    {                                                                            \
+        tp_kill_all();                                                           \
+        tf_stop(&t);                                                             \
+    }                                                                            \
+    TestSuite(suite, .fini = teardown, .timeout = secs);                         \
+    static void spawn(const char *opts)                                          \
+    {                                                                            \
+        pu_use(&t);                                                              \
+        pu_spawn(tag, opts);                                                     \
+    }
+
 /* The csifs the helpers below talk to. */
 static inline void pu_use(struct tf *t)
 {

@@ -107,6 +107,20 @@ static int read_all(struct ctx *c)
     return 0;
 }
 
+/* The first line of a file, or "<strerror>". */
+static void first_line(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+    if (n < 0)
+        snprintf(buf, len, "<%s>", strerror(errno));
+    else
+        buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    if (fd >= 0)
+        close(fd);
+}
+
 static ino_t ino_of(const char *p)
 {
     struct stat st;
@@ -118,7 +132,9 @@ static ino_t ino_of(const char *p)
  * with the same inode both times (one registration all along: inodes come
  * from sequence numbers, never reused) and current naming it in between,
  * ready must read 1 (it is set before current can move there and never
- * cleared). */
+ * cleared). A read that fails with ENOENT is an instance removed after the
+ * open: the registry drops it before the rmdir's reply reaches the kernel,
+ * which until then keeps the name's dentry (and so the same inode). */
 static int check_current(struct ctx *c)
 {
     char link[300], a[128], b[128], p[600], rp[700], r[8] = "";
@@ -134,17 +150,37 @@ static int check_current(struct ctx *c)
     snprintf(rp, sizeof(rp), "%s/ready", p);
     int fd = open(rp, O_RDONLY | O_CLOEXEC), e = 0;
     ssize_t k = -1;
+    char fresh[8] = "";
     if (fd >= 0) {
         k = read(fd, r, sizeof(r) - 1);
         e = errno;
         r[k > 0 ? k : 0] = '\0';
+        if (k > 0 && strcmp(r, "1\n")) {
+            /* the same file past the page cache: what csifs says now */
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            ssize_t f = pread(fd, fresh, sizeof(fresh) - 1, 0);
+            fresh[f > 0 ? f : 0] = '\0';
+            fresh[strcspn(fresh, "\n")] = '\0';
+        }
         close(fd);
     }
     ino_t i2 = ino_of(p);
-    if (fd >= 0 && n > 0 && !strcmp(a, b) && i1 && i1 == i2 && strcmp(r, "1\n"))
-        st_violation(c->e, c->id, "%s -> %s (inode %llu), whose ready reads '%.1s' (read %zd%s%s)",
+    bool removed = k < 0 && e == ENOENT;
+    if (fd >= 0 && !removed && n > 0 && !strcmp(a, b) && i1 && i1 == i2 && strcmp(r, "1\n")) {
+        /* what the same files say a moment later */
+        char again[64], health[256], hp[700];
+        usleep(100 * 1000);
+        first_line(rp, again, sizeof(again));
+        snprintf(hp, sizeof(hp), "%s/health", p);
+        first_line(hp, health, sizeof(health));
+        st_violation(c->e, c->id,
+                     "%s -> %s (inode %llu), whose ready reads '%.1s' (read %zd%s%s), "
+                     "'%s' past the page cache; 100 ms later ready '%s', health '%s', "
+                     "inode %llu",
                      link, a, (unsigned long long)i1, r, k, k < 0 ? ": " : "",
-                     k < 0 ? strerror(e) : "");
+                     k < 0 ? strerror(e) : "", fresh, again, health,
+                     (unsigned long long)ino_of(p));
+    }
     return 0;
 }
 

@@ -307,9 +307,6 @@ Test(csi_decode, reasons)
               "unix:/tmp/x/f-garbage: Failed parsing HTTP/2", 1000, "protocol: not HTTP/2");
     reason_is(CSI_PROBE, GRPC_STATUS_UNAVAILABLE, "Socket closed", 1000,
               "UNAVAILABLE: connection closed");
-    reason_is(CSI_PROBE, GRPC_STATUS_UNAVAILABLE,
-              "failed to connect to all addresses; last error: UNKNOWN: unix:/a/b: x", 1000,
-              "UNAVAILABLE: connection failed");
     reason_is(CSI_NODE_GET_INFO, GRPC_STATUS_RESOURCE_EXHAUSTED,
               "Received message larger than max (1048590 vs. 65536)", 1000,
               "protocol: reply over 64 KiB");
