@@ -58,8 +58,10 @@ const struct reg_backend *store_backend(struct store *st);
  * does not exist yet. Returns 0 or a refusal above. */
 int store_check(const char *dir, char *err, size_t errlen);
 /* store_check in a forked child, for a single-threaded caller (csifs before
- * any thread): a child killed by a signal (LMDB crashing on damage the page
- * walk missed) is -EUCLEAN, naming data.mdb. */
+ * any thread), then in another child a trial of the first write transaction
+ * store_open makes, aborted (data.mdb unchanged; LMDB's lock.mdb is made):
+ * a child killed by a signal (LMDB crashing or failing an assertion on
+ * damage the page walk missed) is -EUCLEAN, naming data.mdb. */
 int store_check_forked(const char *dir, char *err, size_t errlen);
 /* The lock file also names what its holder mounted (DESIGN 7), so that a
  * restart can recover a connection its dead holder left wedged. */

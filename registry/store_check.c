@@ -1,9 +1,11 @@
 /* Validation of a state dir, read-only: the pages (store_pages.c), then LMDB
  * opened MDB_RDONLY | MDB_NOLOCK (so not even lock.mdb is touched), the
- * version, every record, and what records say of each other. */
+ * version, every record, and what records say of each other. Then, for the
+ * forked check, a trial of the first write of store_open, aborted. */
 #include "registry/store_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,79 @@ int store_check(const char *dir, char *err, size_t errlen)
     int rc = store_lock(dir, false, &fd, err, errlen);
     if (rc == 0)
         rc = store_validate(dir, &version, err, errlen);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* ---- the trial write (store_try_write) ---- */
+
+/* Put the meta record back as it is (a version 2 store): LMDB touches the
+ * path to it and takes its new pages from the free list. */
+static int put_meta_back(MDB_txn *txn, MDB_dbi dbi)
+{
+    MDB_val val;
+    int rc = mdb_get(txn, dbi, (MDB_val *)&store_key_meta, &val);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    return rc ? rc : mdb_put(txn, dbi, (MDB_val *)&store_key_meta, &val, 0);
+}
+
+/* What store_open writes first on a store of this version, in a write
+ * transaction after, for version 1, the compacting backup (to /dev/null). */
+static int first_write(MDB_env *env, MDB_dbi dbi, int version, const char *file, char *err,
+                       size_t errlen)
+{
+    char buf[12];
+    MDB_val val;
+    MDB_txn *txn;
+    int null, rc = 0;
+    if (version == 1) {
+        if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0)
+            return store_fail(err, errlen, -errno, "/dev/null: %s", strerror(errno));
+        rc = mdb_env_copyfd2(env, null, MDB_CP_COMPACT);
+        close(null);
+    }
+    if (rc != 0 || (rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0)
+        return rc;
+    if (version == 0) {
+        store_version_val(STORE_VERSION, &val, buf);
+        rc = mdb_put(txn, dbi, (MDB_val *)&store_key_version, &val, 0);
+    } else {
+        rc = version == 1 ? store_upgrade_txn(txn, dbi, file, err, errlen)
+                          : put_meta_back(txn, dbi);
+    }
+    mdb_txn_abort(txn);              /* writes nothing: no page is flushed */
+    return rc;
+}
+
+int store_try_write(const char *dir, char *err, size_t errlen)
+{
+    char file[4096];
+    struct stat st;
+    snprintf(file, sizeof(file), "%s/%s", dir, STORE_DATA);
+    if (stat(file, &st) < 0 || st.st_size == 0)
+        return 0;                    /* nothing yet, or store_check said why */
+    int fd = -1, version = 0, dead;
+    int rc = store_lock(dir, false, &fd, err, errlen);
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_dbi dbi;
+    if (rc == 0 && (rc = mdb_env_create(&env)) == 0 &&
+        (rc = mdb_env_set_mapsize(env, STORE_MAP_SIZE)) == 0 &&
+        (rc = mdb_env_open(env, dir, MDB_NOTLS, 0600)) == 0 &&
+        (rc = mdb_reader_check(env, &dead)) == 0 &&
+        (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) == 0 &&
+        (rc = mdb_dbi_open(txn, NULL, 0, &dbi)) == 0)
+        rc = store_read_version(txn, dbi, &version, file, err, errlen);
+    if (txn)
+        mdb_txn_abort(txn);
+    if (rc == 0)
+        rc = first_write(env, dbi, version, file, err, errlen);
+    if (rc > 0)
+        rc = store_fail(err, errlen, store_errno(rc), "%s: %s", file, mdb_strerror(rc));
+    if (env)
+        mdb_env_close(env);
     if (fd >= 0)
         close(fd);
     return rc;

@@ -1,14 +1,17 @@
 /* store_check in a child process (store.h): LMDB trusts its pages, and damage
- * the page walk does not know can still crash it; in a child, such a crash
- * is a refusal instead of the end of csifs. The child sends rc and the
- * message back on a pipe (one write each, under PIPE_BUF) and leaves with
- * _exit() (no atexit, no stdio). */
+ * the page walk does not know can still crash it, or trip one of its
+ * assertions (abort) on the write path; in a child, such a crash is a
+ * refusal instead of the end of csifs. store_check_forked runs store_check,
+ * then the trial of the first write (store_try_write), each in a child. The
+ * child sends rc and the message back on a pipe (one write each, under
+ * PIPE_BUF) and leaves with _exit() (no atexit, no stdio). */
 #include "registry/store_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,9 +19,11 @@ static void child(int fd, store_check_fn *check, const char *dir, char *err, siz
 {
     /* A crash must end the child by its signal, for the parent to see: a
      * sanitizer's handlers (ASan) would turn it into an exit code. */
-    static const int fatal[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
+    static const int fatal[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
     for (size_t k = 0; k < sizeof(fatal) / sizeof(fatal[0]); k++)
         signal(fatal[k], SIG_DFL);
+    struct rlimit none = { 0, 0 };   /* a refusal, not a core file of csifs */
+    setrlimit(RLIMIT_CORE, &none);
     int rc = check(dir, err, errlen);
     bool ok = write(fd, &rc, sizeof(rc)) == (ssize_t)sizeof(rc) &&
               write(fd, err, strlen(err)) == (ssize_t)strlen(err);
@@ -40,7 +45,8 @@ static int read_reply(int fd, int *rc, char *err, size_t errlen)
     return n < 0 ? -EIO : 0;
 }
 
-int store_run_forked(store_check_fn *check, const char *dir, char *err, size_t errlen)
+int store_run_forked(store_check_fn *check, const char *doing, const char *dir, char *err,
+                     size_t errlen)
 {
     char none[1];
     if (!err || !errlen) {
@@ -67,9 +73,9 @@ int store_run_forked(store_check_fn *check, const char *dir, char *err, size_t e
             return store_fail(err, errlen, -errno, "%s: waitpid: %s", dir, strerror(errno));
     if (WIFSIGNALED(status))
         return store_fail(err, errlen, -EUCLEAN,
-                          "%s/%s: LMDB died of signal %d (%s) reading it: the LMDB "
+                          "%s/%s: LMDB died of signal %d (%s) %s: the LMDB "
                           "environment is corrupted", dir, STORE_DATA, WTERMSIG(status),
-                          strsignal(WTERMSIG(status)));
+                          strsignal(WTERMSIG(status)), doing);
     if (!replied)                    /* its exit code is valgrind's under valgrind */
         return store_fail(err, errlen, -EIO, "%s: the store check process failed", dir);
     return rc;
@@ -77,5 +83,9 @@ int store_run_forked(store_check_fn *check, const char *dir, char *err, size_t e
 
 int store_check_forked(const char *dir, char *err, size_t errlen)
 {
-    return store_run_forked(store_check, dir, err, errlen);
+    int rc = store_run_forked(store_check, "reading it", dir, err, errlen);
+    if (rc == 0)
+        rc = store_run_forked(store_try_write, "in a trial of the write that opening it "
+                              "makes", dir, err, errlen);
+    return rc;
 }

@@ -98,10 +98,19 @@ int store_check_pages(const char *file, char *err, size_t errlen);
 /* Validate the store in dir read-only (store_check.c); *version as
  * store_read_version, 0 also when there is no data.mdb yet. */
 int store_validate(const char *dir, int *version, char *err, size_t errlen);
+/* The first write transaction store_open makes on the store in dir (the
+ * version key of an empty one, the upgrade of a version 1 one after a
+ * compacting copy to /dev/null, the meta record put back on a version 2
+ * one), aborted: data.mdb is left unchanged (LMDB's lock.mdb is made, as
+ * store_open makes it). For a store that store_validate accepted, run in a
+ * child (store_check_forked): LMDB asserts on its write path. */
+int store_try_write(const char *dir, char *err, size_t errlen);
 /* store_forked.c: check(dir, err, errlen) in a child process; its rc and
- * message, or -EUCLEAN naming data.mdb when a signal killed the child. */
+ * message, or -EUCLEAN naming data.mdb and `doing` ("reading it") when a
+ * signal killed the child. */
 typedef int store_check_fn(const char *dir, char *err, size_t errlen);
-int store_run_forked(store_check_fn *check, const char *dir, char *err, size_t errlen);
+int store_run_forked(store_check_fn *check, const char *doing, const char *dir, char *err,
+                     size_t errlen);
 /* store_file.c, the bottom layer (lock, fsync, dir).
  * flock <dir>/csifs.lock: excl (store_open) creates it and writes our pid;
  * shared (store_check) only tests it, and *fd stays -1 when there is no lock
@@ -112,7 +121,10 @@ int store_fsync_path(const char *path, bool dir);
 /* mkdir dir 0700 unless it exists (a new entry made durable); -ENOTDIR. */
 int store_make_dir(const char *dir, char *err, size_t errlen);
 
-/* store_upgrade.c: back up and upgrade a version 1 store opened read-write. */
+/* store_upgrade.c: back up and upgrade a version 1 store opened read-write;
+ * store_upgrade_txn is its write, in txn (not committed): 0 or a refusal
+ * with its message. */
 int store_upgrade_v1(MDB_env *env, MDB_dbi dbi, const char *dir, char *err, size_t errlen);
+int store_upgrade_txn(MDB_txn *txn, MDB_dbi dbi, const char *file, char *err, size_t errlen);
 
 #endif

@@ -1,18 +1,26 @@
 /* A look at data.mdb with pread() before LMDB maps it.
  *
  * LMDB trusts its file: a page past the end of a truncated file is a SIGBUS
- * when read through the map, and a garbled page can send it anywhere. So
- * before the store opens an environment we read the two meta pages as
- * mdb_env_read_header() does, pick the newest, and walk every page reachable
- * from it (the free-page tree and the main tree) checking that each lies
- * inside the file and is well formed: a tree page is exactly a branch or a
- * leaf, its node offsets lie in it, a leaf node is plain or big data (neither
- * tree is DUPSORT, csifs has no named databases), an overflow page is one and
- * its page count lies in the meta's, every leaf is at its tree's depth, and the
- * free tree has the flags LMDB gives it. The file may end before the meta's last
- * page only where those pages are free (LMDB does not write pages it freed in
- * the same transaction), so a missing tail page that the free list does not
- * hold means the file was truncated.
+ * when read through the map, a garbled page can send it anywhere, and its
+ * write path asserts (abort) on what it takes for granted. So before the
+ * store opens an environment we read the two meta pages as
+ * mdb_env_read_header() does, pick the newest (which must be on the page of
+ * its txnid's parity, as LMDB picks it with a lock file), and walk every
+ * page reachable from it (the free-page tree and the main tree) checking
+ * that each lies inside the file and is well formed: a tree page is exactly
+ * a branch or a leaf, a branch has two keys or more (the free tree's root
+ * one or more), a leaf one or more, its nodes fill it exactly without
+ * overlap at even offsets, with keys of at most 511 bytes in ascending
+ * order, a leaf node is plain or big data (neither tree is DUPSORT, csifs
+ * has no named databases), an overflow page is one and its page count lies
+ * in the meta's, every leaf is at its tree's depth, and the free tree has
+ * the flags LMDB gives it, 8-byte txnid keys ascending up to the meta's,
+ * and records of descending page numbers the meta counts. No page is used
+ * twice (by a tree or the free list): LMDB would hand it out again. The
+ * file may end before the meta's last page only where those pages are free
+ * (LMDB does not write pages it freed in the same transaction), so a
+ * missing tail page that the free list does not hold means the file was
+ * truncated.
  *
  * The on-disk layout is LMDB 0.9's (lmdb/mdb.c, MDB_DEVEL off), native
  * endian: page header {pgno_t pgno; u16 pad; u16 flags; u16 lower, upper |
@@ -42,6 +50,7 @@
 #define MDB_INTEGERKEY 0x08          /* the free tree's flags, always */
 #define P_INVALID (~(uint64_t)0)
 #define MAX_DEPTH 32                 /* LMDB's CURSOR_STACK */
+#define MAX_KEY 511u                 /* LMDB's MDB_MAXKEYSIZE */
 
 /* Offsets in a meta page. */
 #define O_FLAGS 10
@@ -69,9 +78,8 @@ struct walk {
     size_t errlen;
     uint64_t size;                   /* of the file, bytes */
     struct meta m;
-    uint64_t visited;
-    uint64_t *tail;                  /* free pages at or past the end of the file */
-    size_t ntail, captail;
+    unsigned char *used;             /* a bit per page: in a tree or free */
+    uint64_t free_key;               /* the last free-tree key seen, 0: none */
 };
 
 static uint16_t rd16(const unsigned char *p, size_t o)
@@ -138,32 +146,49 @@ static int read_pages(struct walk *w, uint64_t pgno, uint64_t n, unsigned char *
 
 static int walk_tree(struct walk *w, uint64_t pgno, int depth, bool freedb);
 
-static int add_tail(struct walk *w, uint64_t pgno)
+/* Pages [pgno, pgno + n) (within [0, last_pg]) are used once: by one tree
+ * node or one free-list entry. Two uses are a loop, a shared page or a free
+ * page still in use, and LMDB's write path asserts on them (mdb_page_dirty,
+ * mdb_page_touch) when it hands the page out twice. */
+static int mark_used(struct walk *w, uint64_t pgno, uint64_t n)
 {
-    if (w->ntail == w->captail) {
-        size_t cap = w->captail ? w->captail * 2 : 64;
-        uint64_t *t = realloc(w->tail, cap * sizeof(*t));
-        if (!t)
-            return -ENOMEM;
-        w->tail = t;
-        w->captail = cap;
+    for (uint64_t pg = pgno; pg < pgno + n; pg++) {
+        if (w->used[pg / 8] & (1u << pg % 8))
+            return bad_page(w, pg, "is used twice (by the trees or the free list)");
+        w->used[pg / 8] |= (unsigned char)(1u << pg % 8);
     }
-    w->tail[w->ntail++] = pgno;
     return 0;
 }
 
-/* A free-list record: pgno_t count, then count page numbers. */
+/* A free-list record: pgno_t count, then count page numbers, descending
+ * (an MDB_IDL, merged as sorted by mdb_page_alloc), each a page the meta
+ * counts other than the metas. */
 static int free_record(struct walk *w, uint64_t pgno, const unsigned char *d, size_t len)
 {
     uint64_t n = len >= 8 ? rd64(d, 0) : 0;
-    if (len < 8 || n > len / 8 - 1)
+    if (len < 8 || len % 8 || n > len / 8 - 1)
         return bad_page(w, pgno, "holds a free-list record of the wrong size");
-    uint64_t file_pages = w->size / w->m.psize;
-    for (uint64_t i = 1; i <= n; i++) {
+    int rc = 0;
+    for (uint64_t i = 1, prev = P_INVALID; rc == 0 && i <= n; i++) {
         uint64_t pg = rd64(d, i * 8);
-        if (pg >= file_pages && pg <= w->m.last_pg && add_tail(w, pg) < 0)
-            return -ENOMEM;
+        if (pg < 2 || pg > w->m.last_pg || pg >= prev)
+            return bad_page(w, pgno, "holds a free-list record with a page number out of "
+                            "order or outside the pages the meta counts");
+        rc = mark_used(w, pg, 1);
+        prev = pg;
     }
+    return rc;
+}
+
+/* A free-tree key: the 8-byte txnid of the transaction that freed the
+ * pages, ascending through the tree and not after the meta's (else
+ * mdb_freelist_save asserts). */
+static int free_key(struct walk *w, uint64_t pgno, const unsigned char *node)
+{
+    uint64_t key = rd16(node, 6) == 8 ? rd64(node, NODESIZE) : 0;
+    if (key == 0 || key <= w->free_key || key > w->m.txnid)
+        return bad_page(w, pgno, "has a free-list key that is not a transaction id in order");
+    w->free_key = key;
     return 0;
 }
 
@@ -178,6 +203,9 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
      * sub-database or duplicate node sends LMDB through a NULL xcursor. */
     if (rd16(node, 4) & ~F_BIGDATA)
         return bad_page(w, pgno, "has a node with flags its database cannot hold");
+    int rc = freedb ? free_key(w, pgno, node) : 0;
+    if (rc < 0)
+        return rc;
     if (!(rd16(node, 4) & F_BIGDATA)) {
         if (NODESIZE + ks + ds > room)
             return bad_page(w, pgno, "has a node running past its end");
@@ -187,7 +215,7 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
         return bad_page(w, pgno, "has a node running past its end");
     uint64_t ov = rd64(d, 0), ps = w->m.psize;
     uint64_t n = (PAGEHDRSZ + ds + ps - 1) / ps;
-    int rc = check_range(w, ov, n);
+    rc = check_range(w, ov, n);
     unsigned char *buf = rc < 0 ? NULL : malloc(n * ps);
     if (!buf)
         return rc < 0 ? rc : -ENOMEM;
@@ -197,7 +225,7 @@ static int leaf_value(struct walk *w, uint64_t pgno, const unsigned char *node, 
     if (rc == 0)                     /* LMDB frees all mp_pages of it */
         rc = check_range(w, ov, rd32(buf, 12));
     if (rc == 0)
-        w->visited += n;
+        rc = mark_used(w, ov, rd32(buf, 12));
     if (rc == 0 && freedb)
         rc = free_record(w, ov, buf + PAGEHDRSZ, ds);
     free(buf);
@@ -211,6 +239,66 @@ static uint64_t node_pgno(const unsigned char *node)
            (uint64_t)rd16(node, 4) << 32;
 }
 
+/* Order of the keys of nodes a and b (a before b in their page), as the
+ * tree compares them: the free tree's as 8-byte integers, the main tree's
+ * as bytes, the shorter first on a tie. */
+static int key_cmp(const unsigned char *a, const unsigned char *b, bool freedb)
+{
+    size_t la = rd16(a, 6), lb = rd16(b, 6);
+    if (freedb) {
+        uint64_t x = rd64(a, NODESIZE), y = rd64(b, NODESIZE);
+        return x < y ? -1 : x > y;
+    }
+    int c = memcmp(a + NODESIZE, b + NODESIZE, la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+/* Node k at off of a page with upper: in the page, 2-aligned (LMDB moves
+ * nodes as words), its key no longer than LMDB's and, but for the implicit
+ * first key of a branch, 8 bytes in the free tree and after the key of the
+ * node before it (at prev). */
+static bool node_ok(const unsigned char *p, size_t ps, size_t upper, unsigned k, size_t off,
+                    size_t prev, bool branch, bool freedb)
+{
+    size_t ks = off + NODESIZE <= ps ? rd16(p, off + 6) : 0;
+    if (off < upper || (off & 1) || off + NODESIZE + ks > ps || ks > MAX_KEY)
+        return false;
+    if (branch && k == 0)
+        return true;
+    return (!freedb || ks == 8) &&
+           (k == (unsigned)branch || key_cmp(p + prev, p + off, freedb) < 0);
+}
+
+/* The nodes of a page fill [upper, ps) exactly, without overlap: LMDB
+ * adds a node at upper and, deleting one, moves those below it up by its
+ * (even) size (mdb_node_add, mdb_node_del), so an overlap or a node longer
+ * than its room has it write past the page. */
+static bool nodes_packed(const unsigned char *p, size_t ps, unsigned n, size_t upper,
+                         bool branch)
+{
+    unsigned char cover[65536 / 16];            /* a bit per 2 bytes */
+    size_t sum = 0;
+    memset(cover, 0, ps / 16);
+    for (unsigned k = 0; k < n; k++) {
+        size_t off = rd16(p, PAGEHDRSZ + 2 * k);
+        if (off < upper || (off & 1) || off + NODESIZE > ps)
+            return false;
+        size_t ds = rd16(p, off) | (size_t)rd16(p, off + 2) << 16;
+        size_t sz = NODESIZE + rd16(p, off + 6) +
+                    (branch ? 0 : rd16(p, off + 4) & F_BIGDATA ? 8 : ds);
+        sz += sz & 1;
+        if (sz > ps - off)
+            return false;
+        for (size_t u = off / 2; u < (off + sz) / 2; u++) {
+            if (cover[u / 8] & (1u << u % 8))
+                return false;
+            cover[u / 8] |= (unsigned char)(1u << u % 8);
+        }
+        sum += sz;
+    }
+    return sum == ps - upper;
+}
+
 static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int depth,
                       bool freedb)
 {
@@ -221,32 +309,45 @@ static int walk_nodes(struct walk *w, uint64_t pgno, const unsigned char *p, int
      * DUPSORT nodes, and a DIRTY page would be written in place through the
      * read-only map. */
     if ((flags != P_BRANCH && flags != P_LEAF) ||
-        lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) ||
-        (branch && lower == PAGEHDRSZ))
+        lower < PAGEHDRSZ || lower > upper || upper > ps || (lower & 1) || (upper & 1))
         return bad_page(w, pgno, "has a bad header");
+    /* LMDB empties no page but a root, which it then drops, and it merges a
+     * branch left with one child (mdb_rebalance asserts the parent has two;
+     * mdb_page_search_root that a main-tree branch has); only the free
+     * tree's root may be a branch of one key. A cursor reads node 0 of a
+     * leaf without looking whether it has one (mdb_cursor_first). */
+    unsigned nodes = (lower - PAGEHDRSZ) / 2;
+    if (nodes < (branch ? 1u + !(freedb && depth == 1) : 1u))
+        return bad_page(w, pgno, branch ? "is a branch with one key" : "is an empty leaf");
+    if (!nodes_packed(p, ps, nodes, upper, branch))
+        return bad_page(w, pgno, "has nodes that overlap or leave gaps");
     if (!branch && depth != w->m.depths[!freedb])
         return bad_page(w, pgno, "is a leaf at another depth than its tree's");
     int rc = 0;
-    for (unsigned k = 0; rc == 0 && k < (lower - PAGEHDRSZ) / 2; k++) {
+    for (unsigned k = 0, prev = 0; rc == 0 && k < nodes; k++) {
         size_t off = rd16(p, PAGEHDRSZ + 2 * k);
-        if (off < upper || off + NODESIZE > ps || off + NODESIZE + rd16(p, off + 6) > ps)
-            rc = bad_page(w, pgno, "has a node outside its bounds");
+        if (!node_ok(p, ps, upper, k, off, prev, branch, freedb))
+            rc = bad_page(w, pgno, "has a node outside its bounds or out of order");
         else if (branch)
             rc = walk_tree(w, node_pgno(p + off), depth + 1, freedb);
         else
             rc = leaf_value(w, pgno, p + off, ps - off, freedb);
+        prev = (unsigned)off;
     }
     return rc;
 }
 
 static int walk_tree(struct walk *w, uint64_t pgno, int depth, bool freedb)
 {
-    if (depth > MAX_DEPTH || ++w->visited > w->m.last_pg + 1)
+    if (depth > MAX_DEPTH)
         return bad_page(w, pgno, "closes a loop in the tree");
+    int rc = check_range(w, pgno, 1);
+    if (rc < 0 || (rc = mark_used(w, pgno, 1)) < 0)
+        return rc;
     unsigned char *p = malloc(w->m.psize);
     if (!p)
         return -ENOMEM;
-    int rc = read_pages(w, pgno, 1, p);
+    rc = read_pages(w, pgno, 1, p);
     if (rc == 0)
         rc = walk_nodes(w, pgno, p, depth, freedb);
     free(p);
@@ -258,6 +359,7 @@ static int read_metas(struct walk *w)
 {
     unsigned char b[META_SIZE];
     uint64_t off = 0;
+    int newest = 0;
     for (int i = 0; i < 2; i++) {
         ssize_t r = pread(w->fd, b, sizeof(b), (off_t)off);
         if (r < 0)
@@ -286,14 +388,26 @@ static int read_metas(struct walk *w)
             return store_fail(w->err, w->errlen, -EUCLEAN,
                               "%s: meta page 1 gives page size %u, meta page 0 %u "
                               "(MDB_INVALID)", w->file, ps, w->m.psize);
-        if (i == 0 || rd64(b, O_TXNID) > w->m.txnid)
+        if (i == 0 || rd64(b, O_TXNID) > w->m.txnid) {
+            newest = i;
             w->m = (struct meta){ w->m.psize ? w->m.psize : ps,
                                   { rd64(b, O_FREE_ROOT), rd64(b, O_MAIN_ROOT) },
                                   { rd16(b, O_FREE_FLAGS), rd16(b, O_MAIN_FLAGS) },
                                   { rd16(b, O_FREE_FLAGS + 2), rd16(b, O_MAIN_FLAGS + 2) },
                                   rd64(b, O_LAST_PG), rd64(b, O_TXNID) };
+        }
         off = w->m.psize;
     }
+    /* Transaction N writes meta page N & 1, and with its lock file LMDB
+     * takes the meta of a transaction, read or write, as me_metas[txnid &
+     * 1] of the newest txnid (mdb_txn_renew0), not the newest page: a
+     * newest meta on the other page would have the write path run on the
+     * meta this walk did not check. */
+    if ((w->m.txnid & 1) != (uint64_t)newest)
+        return store_fail(w->err, w->errlen, -EUCLEAN,
+                          "%s: meta page %d holds transaction %llu, which belongs on meta "
+                          "page %d: the LMDB environment is corrupted", w->file, newest,
+                          (unsigned long long)w->m.txnid, (int)(w->m.txnid & 1));
     if (w->m.flags[0] != MDB_INTEGERKEY)   /* else LMDB runs a DUPSORT one without xcursor */
         return store_fail(w->err, w->errlen, -EUCLEAN,
                           "%s: the meta page gives the free-page tree flags 0x%x: the LMDB "
@@ -305,17 +419,13 @@ static int read_metas(struct walk *w)
     return 0;
 }
 
-/* Pages [size / psize, last_pg] must all be free. */
+/* Pages [size / psize, last_pg] must all be free: the trees are in the
+ * file (check_range), so any of them used is a free-list entry. */
 static int check_tail(struct walk *w)
 {
-    uint64_t first = w->size / w->m.psize;
-    if (first > w->m.last_pg)
-        return 0;
-    store_sort_u64(w->tail, w->ntail);
-    uint64_t want = first;
-    for (size_t i = 0; i < w->ntail && want <= w->m.last_pg; i++)
-        if (w->tail[i] == want)
-            want++;
+    uint64_t want = w->size / w->m.psize;
+    while (want <= w->m.last_pg && (w->used[want / 8] & (1u << want % 8)))
+        want++;
     if (want > w->m.last_pg)
         return 0;
     return store_fail(w->err, w->errlen, -ENODATA,
@@ -324,6 +434,24 @@ static int check_tail(struct walk *w)
                       (unsigned long long)w->size, (unsigned long long)w->m.txnid,
                       (unsigned long long)w->m.last_pg + 1, w->m.psize,
                       (unsigned long long)want);
+}
+
+/* The bitmap of used pages, [0, last_pg]; the metas are used. A file that
+ * ends more pages before last_pg than its free list could name (8 bytes
+ * each) is truncated. */
+static int alloc_used(struct walk *w)
+{
+    uint64_t pages = w->size / w->m.psize;
+    if (w->m.last_pg >= pages && w->m.last_pg - pages >= w->size / 8)
+        return store_fail(w->err, w->errlen, -ENODATA,
+                          "%s: truncated: %llu bytes, but its meta page (txn %llu) says "
+                          "%llu pages of %u bytes", w->file, (unsigned long long)w->size,
+                          (unsigned long long)w->m.txnid,
+                          (unsigned long long)w->m.last_pg + 1, w->m.psize);
+    if (!(w->used = calloc(w->m.last_pg / 8 + 1, 1)))
+        return -ENOMEM;
+    w->used[0] = 3;
+    return 0;
 }
 
 int store_check_pages(const char *file, char *err, size_t errlen)
@@ -338,6 +466,8 @@ int store_check_pages(const char *file, char *err, size_t errlen)
     w.size = (uint64_t)st.st_size;
     if (rc == 0)
         rc = read_metas(&w);
+    if (rc == 0)
+        rc = alloc_used(&w);
     for (int db = 0; db < 2 && rc == 0; db++)
         if (w.m.roots[db] != P_INVALID)
             rc = walk_tree(&w, w.m.roots[db], 1, db == 0);
@@ -345,7 +475,7 @@ int store_check_pages(const char *file, char *err, size_t errlen)
         rc = check_tail(&w);
     if (rc == -ENOMEM)
         store_fail(err, errlen, rc, "%s: out of memory", file);
-    free(w.tail);
+    free(w.used);
     close(w.fd);
     return rc;
 }

@@ -154,6 +154,22 @@ static int backup(MDB_env *env, const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+int store_upgrade_txn(MDB_txn *txn, MDB_dbi dbi, const char *file, char *err, size_t errlen)
+{
+    struct v1set set = { 0 };
+    struct store_scan s = { .rec = keep_v1, .arg = &set };
+    int rc = store_scan(txn, dbi, 1, &s, file, err, errlen);
+    if (rc == 0)
+        rc = rewrite(txn, dbi, &set, &s.meta);
+    if (rc > 0)
+        rc = store_fail(err, errlen, store_errno(rc), "%s: upgrade from schema version 1: %s",
+                        file, mdb_strerror(rc));
+    for (size_t k = 0; k < set.n; k++)
+        protobuf_c_message_free_unpacked(&set.p[k]->base, NULL);
+    free(set.p);
+    return rc;
+}
+
 int store_upgrade_v1(MDB_env *env, MDB_dbi dbi, const char *dir, char *err, size_t errlen)
 {
     char file[4200];
@@ -161,26 +177,14 @@ int store_upgrade_v1(MDB_env *env, MDB_dbi dbi, const char *dir, char *err, size
     int rc = backup(env, dir, err, errlen);
     if (rc < 0)
         return rc;
-    struct v1set set = { 0 };
-    struct store_scan s = { .rec = keep_v1, .arg = &set };
     MDB_txn *txn;
-    if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0)
-        return store_fail(err, errlen, store_errno(rc), "%s: upgrade from schema version 1: "
-                          "%s", file, mdb_strerror(rc));
-    rc = store_scan(txn, dbi, 1, &s, file, err, errlen);
-    if (rc == 0)
-        rc = rewrite(txn, dbi, &set, &s.meta);
-    if (rc == 0) {
+    if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) == 0 &&
+        (rc = store_upgrade_txn(txn, dbi, file, err, errlen)) == 0)
         rc = mdb_txn_commit(txn);    /* frees txn, even when it fails */
-        txn = NULL;
-    }
-    if (txn)
+    else if (rc < 0)
         mdb_txn_abort(txn);
     if (rc > 0)
         rc = store_fail(err, errlen, store_errno(rc), "%s: upgrade from schema version 1: %s",
                         file, mdb_strerror(rc));
-    for (size_t k = 0; k < set.n; k++)
-        protobuf_c_message_free_unpacked(&set.p[k]->base, NULL);
-    free(set.p);
     return rc;
 }

@@ -3,6 +3,7 @@
  * naming data.mdb and the problem, and data.mdb byte-for-byte unchanged. */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,8 +88,9 @@ static void patch(off_t off, const void *bytes, size_t len)
     close(fd);
 }
 
-/* The newest meta page's main-tree root and the page size. */
-static uint64_t main_root(uint32_t *psize)
+/* The newest meta page's root of the free tree (db 0) or the main tree
+ * (db 1), and the page size. */
+static uint64_t meta_root(int db, uint32_t *psize)
 {
     unsigned char m[2][152];
     int fd = open(file, O_RDONLY);
@@ -101,8 +102,13 @@ static uint64_t main_root(uint32_t *psize)
     uint64_t txn[2], root;
     memcpy(&txn[0], m[0] + 144, 8);
     memcpy(&txn[1], m[1] + 144, 8);
-    memcpy(&root, m[txn[1] > txn[0]] + 128, 8);
+    memcpy(&root, m[txn[1] > txn[0]] + (db ? 128 : 80), 8);
     return root;
+}
+
+static uint64_t main_root(uint32_t *psize)
+{
+    return meta_root(1, psize);
 }
 
 Test(refuse, healthy_store_passes_untouched)
@@ -222,41 +228,174 @@ Test(refuse, corrupted_page)
  * that is not DUPSORT (and junk in the page's free gap). LMDB's cursor
  * follows the node into an xcursor that does not exist and dies of SIGSEGV;
  * the page walk refuses it before LMDB maps the file. */
-Test(refuse, dupdata_node_in_a_plain_database)
+/* A fuzz reproducer of tests/fuzz/corpus/store_image/ as data.mdb of the
+ * state dir; then refused by store_open, store_check and, the same, by
+ * store_check_forked (what csifs runs). */
+static void expect_repro_refused(const char *name, int code, const char *what)
 {
-    char repro[PATH_MAX];
-    int rc = su_source_path("tests/fuzz/corpus/store_image/regress-v1-lmdb-segv", repro,
-                            sizeof(repro));
+    char rel[256], repro[PATH_MAX];
+    snprintf(rel, sizeof(rel), "tests/fuzz/corpus/store_image/%s", name);
+    int rc = su_source_path(rel, repro, sizeof(repro));
     cr_assert_eq(rc, 0, "reproducer %s: %s", repro, strerror(-rc));
     cr_assert_eq(unlink(file), 0);
     char lock[PATH_MAX + 16];
     snprintf(lock, sizeof(lock), "%s/lock.mdb", state);
     unlink(lock);
     cr_assert_eq(su_copy_file(repro, file), 0);
-    expect_refused(-EUCLEAN, "page 2 has a node with flags its database cannot hold");
+    expect_refused(code, what);
     char err[512];
-    cr_assert_eq(store_check_forked(state, err, sizeof(err)), -EUCLEAN);
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), code, "%s", err);
     cr_assert_str_eq(err, s.err, "the child's message comes back");
 }
 
+Test(refuse, dupdata_node_in_a_plain_database)
+{
+    expect_repro_refused("regress-v1-lmdb-segv", -EUCLEAN,
+                         "page 2 has a node with flags its database cannot hold");
+}
+
+/* Fuzz reproducer regress-open-mdb-put-abort: meta page 0 holds txn 1 (empty
+ * trees), meta page 1 txn 0 with a main-tree root of page 0. Read without a
+ * lock file LMDB takes the newest meta, 0; with one (store_open) it takes
+ * me_metas[1 & 1], and the first mdb_put dies on assert(root > 1). */
+Test(refuse, newest_meta_on_the_wrong_page)
+{
+    expect_repro_refused("regress-open-mdb-put-abort", -EUCLEAN,
+                         "meta page 0 holds transaction 1, which belongs on meta page 1");
+}
+
+/* Fuzz reproducer regress-commit-free-record-overlap: a free-list record
+ * of 41 bytes whose node runs one byte into the next one (its even size
+ * two). Reads and opens go through; the first commit deletes the record
+ * (mdb_freelist_save) and mdb_node_del's memmove writes past the page. */
+Test(refuse, overlapping_nodes)
+{
+    expect_repro_refused("regress-commit-free-record-overlap", -EUCLEAN,
+                         "page 10 has nodes that overlap or leave gaps");
+}
+
+/* The main tree's root cut to one key, then instead its first child
+ * emptied: LMDB never leaves either on disk, and asserts on the first
+ * (mdb_page_search_root, mdb_rebalance) or reads a node that is not there
+ * on the second (mdb_cursor_first). */
+Test(refuse, branch_with_one_key)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize);
+    uint16_t lower = 16 + 2;
+    patch((off_t)(root * psize + 12), &lower, sizeof(lower));
+    char what[64];
+    snprintf(what, sizeof(what), "page %llu is a branch with one key", (unsigned long long)root);
+    expect_refused(-EUCLEAN, what);
+}
+
+Test(refuse, empty_leaf)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize), child = 0;
+    unsigned char pg[65536];
+    int fd = open(file, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pread(fd, pg, psize, (off_t)(root * psize)), (ssize_t)psize);
+    uint16_t flags, off;
+    memcpy(&flags, pg + 10, 2);
+    memcpy(&off, pg + 16, 2);
+    cr_assert_eq(flags, 0x01, "the main root is a branch");
+    memcpy(&child, pg + off, 6);     /* the 48-bit page number of node 0 */
+    cr_assert_eq(pread(fd, pg, psize, (off_t)(child * psize)), (ssize_t)psize);
+    close(fd);
+    memcpy(&flags, pg + 10, 2);
+    cr_assert_eq(flags, 0x02, "its first child is a leaf");
+    uint16_t lower = 16;
+    patch((off_t)(child * psize + 12), &lower, sizeof(lower));
+    char what[64];
+    snprintf(what, sizeof(what), "page %llu is an empty leaf", (unsigned long long)child);
+    expect_refused(-EUCLEAN, what);
+}
+
 /* What csifs runs: a check that dies of a signal (LMDB on damage the page
- * walk does not know) is a refusal naming data.mdb, not a crash. */
+ * walk does not know: SIGSEGV, or SIGABRT from one of its assertions) is a
+ * refusal naming data.mdb, not a crash. */
 static int crashing_check(const char *dir, char *err, size_t errlen)
 {
     (void)dir, (void)err, (void)errlen;
-    struct rlimit none = { 0, 0 };
-    setrlimit(RLIMIT_CORE, &none);    /* no core file from the test */
     raise(SIGSEGV);
     return 0;
+}
+
+static int aborting_check(const char *dir, char *err, size_t errlen)
+{
+    (void)dir, (void)err, (void)errlen;
+    abort();                         /* as LMDB's mdb_assert_fail */
 }
 
 Test(refuse, check_killed_by_a_signal_is_refused)
 {
     char err[512];
+    uint32_t before, after;
+    cr_assert_eq(su_file_crc(file, &before), 0);
     cr_assert_eq(store_check_forked(state, err, sizeof(err)), 0, "%s", err);
-    int rc = store_run_forked(crashing_check, state, err, sizeof(err));
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before, "the check and its trial write leave data.mdb as it was");
+    int rc = store_run_forked(crashing_check, "reading it", state, err, sizeof(err));
     cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
-    cr_assert(strstr(err, file) && strstr(err, "signal 11"), "message \"%s\"", err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 11") && strstr(err, "reading it"),
+              "message \"%s\"", err);
+    rc = store_run_forked(aborting_check, "testing", state, err, sizeof(err));
+    cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 6 (Aborted) testing"),
+              "message \"%s\"", err);
+}
+
+/* Whether dir holds an entry named backup-v1-*. */
+static bool has_backup(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "%s: %s", dir, strerror(errno));
+    bool found = false;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        found = strncmp(e->d_name, "backup-v1-", 10) == 0;
+    closedir(d);
+    return found;
+}
+
+/* On a version 1 store the trial is the compacting backup (to /dev/null)
+ * and the upgrade, aborted: the store stays as it was, with no backup. */
+Test(refuse, trial_write_leaves_a_v1_store_as_it_is)
+{
+    char fixture[PATH_MAX], err[512];
+    int rc = su_source_path("tests/fixtures/v1/data.mdb", fixture, sizeof(fixture));
+    cr_assert_eq(rc, 0, "fixture %s: %s", fixture, strerror(-rc));
+    cr_assert_eq(unlink(file), 0);
+    cr_assert_eq(su_copy_file(fixture, file), 0);
+    uint32_t before, after;
+    cr_assert_eq(su_file_crc(file, &before), 0);
+    cr_assert_eq(store_check_forked(state, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before, "data.mdb changed");
+    cr_assert(!has_backup(state), "no backup dir is made");
+    cr_assert_eq(su_open(&s), 0, "%s", s.err);   /* and the real open upgrades it */
+    su_close(&s);
+    cr_assert(has_backup(state), "the real upgrade made its backup");
+}
+
+/* The trial write alone (without the page walk that refuses it first) on
+ * regress-open-mdb-put-abort: LMDB's assertion kills the child, and that is
+ * a refusal with a message; data.mdb is left as it was. */
+Test(refuse, trial_write_killed_by_lmdb_is_refused)
+{
+    expect_repro_refused("regress-open-mdb-put-abort", -EUCLEAN, "belongs on meta page 1");
+    char err[512];
+    uint32_t before, after;
+    cr_assert_eq(su_file_crc(file, &before), 0);
+    int rc = store_run_forked(store_try_write, "in a trial write", state, err, sizeof(err));
+    cr_log_info("refused: %s", err);
+    cr_assert_eq(rc, -EUCLEAN, "%d %s", rc, err);
+    cr_assert(strstr(err, file) && strstr(err, "signal 6 (Aborted) in a trial write: the "
+                                               "LMDB environment is corrupted"),
+              "message \"%s\"", err);
+    cr_assert_eq(su_file_crc(file, &after), 0);
+    cr_assert_eq(after, before, "data.mdb changed");
 }
 
 /* Fuzz reproducer regress-v1-free-dupsort, on this store: the free-page
@@ -283,6 +422,36 @@ Test(refuse, metas_with_two_page_sizes)
     patch(psize + 40, &other, sizeof(other));
     char what[80];
     snprintf(what, sizeof(what), "meta page 1 gives page size %u, meta page 0 %u", other, psize);
+    expect_refused(-EUCLEAN, what);
+}
+
+/* The first free-list record made to name the main tree's root: a page
+ * both free and in use, which LMDB's first write hands out again and its
+ * mdb_page_touch or mdb_page_dirty assertion answers. */
+Test(refuse, free_page_in_use)
+{
+    uint32_t psize;
+    uint64_t root = main_root(&psize), froot = meta_root(0, &psize), rec[2] = { 1, root };
+    unsigned char pg[65536];
+    int fd = open(file, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pread(fd, pg, psize, (off_t)(froot * psize)), (ssize_t)psize);
+    close(fd);
+    uint16_t flags, off, ksize, nflags;
+    memcpy(&flags, pg + 10, 2);
+    memcpy(&off, pg + 16, 2);
+    memcpy(&nflags, pg + off + 4, 2);
+    memcpy(&ksize, pg + off + 6, 2);
+    cr_assert(froot != ~0ull && flags == 0x02 && nflags == 0,
+              "the free tree is one leaf (root %llu, flags 0x%x), its first record inline",
+              (unsigned long long)froot, flags);
+    char err[512];
+    patch((off_t)(froot * psize + off + 8 + ksize), rec, sizeof(rec));
+    int rc = store_run_forked(store_try_write, "in a trial write", state, err, sizeof(err));
+    cr_assert(rc == -EUCLEAN && strstr(err, "signal 6 (Aborted) in a trial write"),
+              "LMDB's write path, without the page walk: %d %s", rc, err);
+    char what[80];
+    snprintf(what, sizeof(what), "page %llu is used twice", (unsigned long long)root);
     expect_refused(-EUCLEAN, what);
 }
 
