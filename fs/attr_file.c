@@ -100,7 +100,9 @@ void fs_attr_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, o
     struct attr_file *a = (struct attr_file *)h;
     const struct fs_node *n = &h->n;
     pthread_mutex_lock(&a->mu);
-    int rc = off == 0 || !a->buf ? snapshot(fs, n, a) : 0;
+    bool fresh = off == 0 || !a->buf;
+    int rc = fresh ? snapshot(fs, n, a) : 0;
+    uint64_t seen = a->seen;
     if (rc < 0) {
         pthread_mutex_unlock(&a->mu);
         fuse_reply_err(req, -rc);
@@ -114,12 +116,20 @@ void fs_attr_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, o
     if (copy)
         memcpy(copy, a->buf + start, k);
     pthread_mutex_unlock(&a->mu);
+    bool replied = copy != NULL;
     if (copy)
         fuse_reply_buf(req, copy, k);
     else
         fuse_reply_err(req, ENOMEM);
     if (copy != stack)
         free(copy);
+    /* A change that came between the snapshot and the reply: its
+     * invalidation may have run before the kernel had these pages, which
+     * would then keep the old value. Drop them again. */
+    struct reg_node now;
+    if (fresh && replied && (reg_attrs[n->attr].flags & REG_AF_POLL) &&
+        reg_get(fs->reg, n->r.seq, &now) == 0 && now.health_ver != seen)
+        fs_inval_inode_later(fs, n->ino);
 }
 
 void fs_attr_poll(struct fs *fs, fuse_req_t req, struct fs_fh *h, struct fuse_file_info *fi,

@@ -18,7 +18,7 @@
 #endif
 
 struct entry_job {
-    fuse_ino_t parent;
+    fuse_ino_t parent;               /* name "": the inode itself (fs_inval_inode_later) */
     char name[REG_NAME_MAX + 1];
     struct entry_job *next;
 };
@@ -94,7 +94,10 @@ static void *notifier(void *arg)
             v->tail = &v->head;
         pthread_mutex_unlock(&v->mu);
         /* -ENOENT: the kernel had nothing cached; nothing to do. */
-        fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
+        if (j->name[0])
+            fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
+        else
+            fuse_lowlevel_notify_inval_inode(fs->se, j->parent, 0, 0);
         free(j);
         pthread_mutex_lock(&v->mu);
     }
@@ -147,11 +150,9 @@ void fs_inval_stop(struct fs *fs)
     fs->inval = NULL;
 }
 
-void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
+static void queue(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     struct fs_inval *v = fs->inval;
-    if (!fs_lookups_known(fs, parent))
-        return;                      /* no dentry can be under an unknown dir */
     struct entry_job *j = calloc(1, sizeof(*j));
     if (!v || !j) {
         free(j);
@@ -164,6 +165,17 @@ void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
     v->tail = &j->next;
     pthread_cond_signal(&v->cv);
     pthread_mutex_unlock(&v->mu);
+}
+
+void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
+{
+    if (fs_lookups_known(fs, parent))
+        queue(fs, parent, name);     /* else no dentry can be under it */
+}
+
+void fs_inval_inode_later(struct fs *fs, fuse_ino_t ino)
+{
+    queue(fs, ino, "");
 }
 
 static void inode(struct fs *fs, fuse_ino_t ino)
