@@ -58,11 +58,14 @@ int fs_attr_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *
     pthread_mutex_init(&a->mu, NULL);
     a->seen = n->r.health_ver;
     *out = &a->h;
-    /* Readers keep pages until a change drops them. Writers bypass the page
-     * cache: a cached write holds page locks while it waits for us, and the
+    /* Readers keep pages until a change drops them, but for the files the
+     * prober changes (health, ready, reason): an open drops their pages, so
+     * a read that raced a change's invalidation (its pages went in after
+     * it) cannot outlive the next open. Writers bypass the page cache: a
+     * cached write holds page locks while it waits for us, and the
      * invalidation its own change triggers would wait for those locks. */
     if (acc == O_RDONLY)
-        fi->keep_cache = 1;
+        fi->keep_cache = !(reg_attrs[n->attr].flags & REG_AF_POLL);
     else
         fi->direct_io = 1;
     return 0;
