@@ -29,7 +29,7 @@
 #define PR_UNSCHEDULED UINT32_MAX
 /* A wake-up starts every round due within this many ms (fewer wake-ups; a
  * round is never more than this early) */
-#define PR_BATCH_MS 4
+#define PR_BATCH_MS 1
 
 /* The calls of a round, in order (PR_SERVICE_CAPS: NodeGetCapabilities or
  * ControllerGetCapabilities by type; csi-controller skips PR_NODE_INFO). */

@@ -42,6 +42,41 @@ int fs_attr_write(struct fs *fs, const struct fs_node *n, const char *buf, size_
     return reg_attr_store(fs->reg, n->r.seq, n->attr, buf, len);
 }
 
+/* Files whose last read a change overtook between its snapshot and its
+ * reply: the kernel may have put that reply's pages in after the change's
+ * invalidation. Reads and opens are served on the one FUSE thread, so the
+ * next open of such a file, whoever makes it, comes after it is noted here
+ * and drops its pages (no keep_cache); the notifier also drops them for
+ * files kept open. A full ring forgets the oldest (the notifier's drop
+ * still comes). */
+#define OVERTAKEN_MAX 64
+static struct {
+    pthread_mutex_t mu;
+    fuse_ino_t ino[OVERTAKEN_MAX];
+    unsigned next;
+} overtaken = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void overtaken_put(fuse_ino_t ino)
+{
+    pthread_mutex_lock(&overtaken.mu);
+    overtaken.ino[overtaken.next++ % OVERTAKEN_MAX] = ino;
+    pthread_mutex_unlock(&overtaken.mu);
+}
+
+/* Whether ino was noted (and forget it). */
+static bool overtaken_take(fuse_ino_t ino)
+{
+    bool hit = false;
+    pthread_mutex_lock(&overtaken.mu);
+    for (unsigned k = 0; k < OVERTAKEN_MAX; k++)
+        if (overtaken.ino[k] == ino) {
+            overtaken.ino[k] = 0;
+            hit = true;
+        }
+    pthread_mutex_unlock(&overtaken.mu);
+    return hit;
+}
+
 int fs_attr_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                  struct fs_fh **out)
 {
@@ -58,14 +93,13 @@ int fs_attr_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *
     pthread_mutex_init(&a->mu, NULL);
     a->seen = n->r.health_ver;
     *out = &a->h;
-    /* Readers keep pages until a change drops them, but for the files the
-     * prober changes (health, ready, reason): an open drops their pages, so
-     * a read that raced a change's invalidation (its pages went in after
-     * it) cannot outlive the next open. Writers bypass the page cache: a
+    /* Readers keep pages until a change drops them, and the next open
+     * after a read that a change overtook drops them itself (see
+     * overtaken_put). Writers bypass the page cache: a
      * cached write holds page locks while it waits for us, and the
      * invalidation its own change triggers would wait for those locks. */
     if (acc == O_RDONLY)
-        fi->keep_cache = !(reg_attrs[n->attr].flags & REG_AF_POLL);
+        fi->keep_cache = !overtaken_take(n->ino);
     else
         fi->direct_io = 1;
     return 0;
@@ -131,8 +165,10 @@ void fs_attr_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, o
      * would then keep the old value. Drop them again. */
     struct reg_node now;
     if (fresh && replied && (reg_attrs[n->attr].flags & REG_AF_POLL) &&
-        reg_get(fs->reg, n->r.seq, &now) == 0 && now.health_ver != seen)
+        reg_get(fs->reg, n->r.seq, &now) == 0 && now.health_ver != seen) {
+        overtaken_put(n->ino);
         fs_inval_inode_later(fs, n->ino);
+    }
 }
 
 void fs_attr_poll(struct fs *fs, fuse_req_t req, struct fs_fh *h, struct fuse_file_info *fi,
