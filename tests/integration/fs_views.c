@@ -310,14 +310,6 @@ Test(views, second_ls_lR_is_served_by_the_kernel)
                            "rmdir csi-node/p07/a3 && ! ls csi-node/p07 | grep -qx a3"), 0);
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 Test(views, cat_events_replays_then_follows)
 {
     cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a0"), 0);
@@ -329,7 +321,7 @@ Test(views, cat_events_replays_then_follows)
     cr_assert_str_eq(rc, "124", "timeout ended cat");
     const char *ev = tf_cat(&t, "../ev.txt");
     cr_assert(ev);
-    cr_assert_eq(count_lines(ev), 4, "%s", ev);
+    cr_assert_eq(tu_count_lines(ev), 4, "%s", ev);
     cr_assert_eq(tf_sh(&t, "grep -Eq '^1 [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\\.[0-9]{3}Z "
                            "registered csi-node/p$' ../ev.txt && "
                            "grep -Eq '^3 .* registered csi-node/p/a1$' ../ev.txt && "
@@ -415,7 +407,7 @@ Test(views, overtaken_reader_gets_lost)
     buf[n] = '\0';
     cr_assert(!strncmp(buf, "lost 145\n", 9), "%.200s", buf);
     cr_assert(strstr(buf, " registered csi-node/p/a160\n"), "%s", buf);
-    cr_assert_eq(count_lines(buf), 17, "lost + 16 retained: %s", buf);
+    cr_assert_eq(tu_count_lines(buf), 17, "lost + 16 retained: %s", buf);
     close(fd);
 }
 

@@ -113,3 +113,11 @@ const char *tu_build_dir(void)
     const char *b = getenv("BUILD");
     return b && *b ? b : "build";
 }
+
+int tu_count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}

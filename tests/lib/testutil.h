@@ -18,6 +18,8 @@ int64_t tu_now_ms(void);
 void tu_sleep_ms(int64_t ms);
 /* Poll cond(arg) every 5 ms until it holds or tu_ms(timeout_ms) passes. */
 bool tu_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
+/* How many newlines s holds. */
+int tu_count_lines(const char *s);
 /* mkdtemp under $TMPDIR or /tmp with prefix "csifs-<tag>-"; returns malloc'd path. */
 char *tu_tmpdir(const char *tag);
 /* rm -rf path (best effort). */

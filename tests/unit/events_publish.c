@@ -26,14 +26,6 @@ static const char *read_all(struct ev_ring *r, struct ev_cursor *c)
     return buf;
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 Test(events_publish, appended_lines_wait_for_publish)
 {
     struct ev_ring *r;
@@ -49,19 +41,19 @@ Test(events_publish, appended_lines_wait_for_publish)
     ev_publish(r, 1, 3);
     cr_assert_eq(ev_ready(r, &c), 1);
     const char *s = read_all(r, &c);
-    cr_assert_eq(count_lines(s), 2, "%s", s);
+    cr_assert_eq(tu_count_lines(s), 2, "%s", s);
     cr_assert(!strncmp(s, "1 ", 2) && strstr(s, "\n2 "), "%s", s);
     cr_assert_eq(ev_ready(r, &c), 0);
     ev_publish(r, 3, 3);             /* empty range: nothing, no wait */
     cr_assert_eq(ev_published(r), 3);
     ev_publish(r, 3, 4);
     s = read_all(r, &c);
-    cr_assert(!strncmp(s, "3 ", 2) && count_lines(s) == 1, "%s", s);
+    cr_assert(!strncmp(s, "3 ", 2) && tu_count_lines(s) == 1, "%s", s);
     /* a reader opened now replays only what is published */
     append(r, 1);
     struct ev_cursor c2;
     ev_cursor_init(r, &c2);
-    cr_assert_eq(count_lines(read_all(r, &c2)), 3);
+    cr_assert_eq(tu_count_lines(read_all(r, &c2)), 3);
     ev_ring_free(r);
 }
 
@@ -98,7 +90,7 @@ Test(events_publish, later_range_waits_for_earlier)
     cr_assert_eq(l.done, 1);
     cr_assert_eq(ev_published(r), 5);
     const char *s = read_all(r, &c);
-    cr_assert_eq(count_lines(s), 4, "%s", s);
+    cr_assert_eq(tu_count_lines(s), 4, "%s", s);
     cr_assert(!strncmp(s, "1 ", 2) && strstr(s, "\n4 "), "%s", s);
     ev_ring_free(r);
 }
@@ -118,7 +110,7 @@ Test(events_publish, lost_counts_published_lines_only)
     ev_publish(r, 3, 6);
     const char *s = read_all(r, &c);
     cr_assert(!strncmp(s, "lost 1\n4 ", 9) && strstr(s, "\n5 "), "%s", s);
-    cr_assert_eq(count_lines(s), 3, "%s", s);
+    cr_assert_eq(tu_count_lines(s), 3, "%s", s);
     ev_ring_free(r);
 }
 
