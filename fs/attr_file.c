@@ -42,41 +42,6 @@ int fs_attr_write(struct fs *fs, const struct fs_node *n, const char *buf, size_
     return reg_attr_store(fs->reg, n->r.seq, n->attr, buf, len);
 }
 
-/* Files whose last read a change overtook between its snapshot and its
- * reply: the kernel may have put that reply's pages in after the change's
- * invalidation. Reads and opens are served on the one FUSE thread, so the
- * next open of such a file, whoever makes it, comes after it is noted here
- * and drops its pages (no keep_cache); the notifier also drops them for
- * files kept open. A full ring forgets the oldest (the notifier's drop
- * still comes). */
-#define OVERTAKEN_MAX 64
-static struct {
-    pthread_mutex_t mu;
-    fuse_ino_t ino[OVERTAKEN_MAX];
-    unsigned next;
-} overtaken = { .mu = PTHREAD_MUTEX_INITIALIZER };
-
-static void overtaken_put(fuse_ino_t ino)
-{
-    pthread_mutex_lock(&overtaken.mu);
-    overtaken.ino[overtaken.next++ % OVERTAKEN_MAX] = ino;
-    pthread_mutex_unlock(&overtaken.mu);
-}
-
-/* Whether ino was noted (and forget it). */
-static bool overtaken_take(fuse_ino_t ino)
-{
-    bool hit = false;
-    pthread_mutex_lock(&overtaken.mu);
-    for (unsigned k = 0; k < OVERTAKEN_MAX; k++)
-        if (overtaken.ino[k] == ino) {
-            overtaken.ino[k] = 0;
-            hit = true;
-        }
-    pthread_mutex_unlock(&overtaken.mu);
-    return hit;
-}
-
 int fs_attr_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                  struct fs_fh **out)
 {
@@ -93,13 +58,13 @@ int fs_attr_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *
     pthread_mutex_init(&a->mu, NULL);
     a->seen = n->r.health_ver;
     *out = &a->h;
-    /* Readers keep pages until a change drops them, and the next open
-     * after a read that a change overtook drops them itself (see
-     * overtaken_put). Writers bypass the page cache: a
-     * cached write holds page locks while it waits for us, and the
-     * invalidation its own change triggers would wait for those locks. */
+    /* Readers keep pages until a change drops them (a read in flight
+     * holds its pages locked, and the invalidation waits for them).
+     * Writers bypass the page cache: a cached write holds page locks while
+     * it waits for us, and the invalidation its own change triggers would
+     * wait for those locks. */
     if (acc == O_RDONLY)
-        fi->keep_cache = !overtaken_take(n->ino);
+        fi->keep_cache = 1;
     else
         fi->direct_io = 1;
     return 0;
@@ -139,7 +104,6 @@ void fs_attr_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, o
     pthread_mutex_lock(&a->mu);
     bool fresh = off == 0 || !a->buf;
     int rc = fresh ? snapshot(fs, n, a) : 0;
-    uint64_t seen = a->seen;
     if (rc < 0) {
         pthread_mutex_unlock(&a->mu);
         fuse_reply_err(req, -rc);
@@ -153,22 +117,12 @@ void fs_attr_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, o
     if (copy)
         memcpy(copy, a->buf + start, k);
     pthread_mutex_unlock(&a->mu);
-    bool replied = copy != NULL;
     if (copy)
         fuse_reply_buf(req, copy, k);
     else
         fuse_reply_err(req, ENOMEM);
     if (copy != stack)
         free(copy);
-    /* A change that came between the snapshot and the reply: its
-     * invalidation may have run before the kernel had these pages, which
-     * would then keep the old value. Drop them again. */
-    struct reg_node now;
-    if (fresh && replied && (reg_attrs[n->attr].flags & REG_AF_POLL) &&
-        reg_get(fs->reg, n->r.seq, &now) == 0 && now.health_ver != seen) {
-        overtaken_put(n->ino);
-        fs_inval_inode_later(fs, n->ino);
-    }
 }
 
 void fs_attr_poll(struct fs *fs, fuse_req_t req, struct fs_fh *h, struct fuse_file_info *fi,

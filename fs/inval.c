@@ -18,7 +18,7 @@
 #endif
 
 struct entry_job {
-    fuse_ino_t parent;               /* name "": the inode itself (fs_inval_inode_later) */
+    fuse_ino_t parent;
     char name[REG_NAME_MAX + 1];
     struct entry_job *next;
 };
@@ -94,10 +94,7 @@ static void *notifier(void *arg)
             v->tail = &v->head;
         pthread_mutex_unlock(&v->mu);
         /* -ENOENT: the kernel had nothing cached; nothing to do. */
-        if (j->name[0])
-            fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
-        else
-            fuse_lowlevel_notify_inval_inode(fs->se, j->parent, 0, 0);
+        fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
         free(j);
         pthread_mutex_lock(&v->mu);
     }
@@ -171,11 +168,6 @@ void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     if (fs_lookups_known(fs, parent))
         queue(fs, parent, name);     /* else no dentry can be under it */
-}
-
-void fs_inval_inode_later(struct fs *fs, fuse_ino_t ino)
-{
-    queue(fs, ino, "");
 }
 
 static void inode(struct fs *fs, fuse_ino_t ino)

@@ -25,10 +25,6 @@ void fs_inval_change(struct fs *fs, const struct reg_change *c);
 void fs_inval_share_fd(bool share);
 /* Queue the invalidation of parent/name for the notifier thread. */
 void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name);
-/* Queue the invalidation of ino's data and attributes for the notifier
- * thread (never from the FUSE thread itself: the kernel waits there for
- * pages that a read it has not served yet holds). */
-void fs_inval_inode_later(struct fs *fs, fuse_ino_t ino);
 
 /* poll() on attribute files: remember ph for the open file fh of instance
  * inst; answered by fs_inval_change when the instance's health changes. */

@@ -55,6 +55,11 @@ struct plugin {
     uint32_t count;
     uint32_t w_count;            /* count with the queued adds and deletions */
     struct inst *current;
+    /* current as readers see it: moved to the new one when its
+     * REG_C_CURRENT change is notified, after the changes before it (the
+     * new current's health: its `ready` page dropped), so that no reader
+     * follows current to a ready page still cached from before. */
+    struct inst *shown;
     uint64_t probes[3], health_changes[3]; /* by outcome, by health (metrics) */
 };
 

@@ -129,11 +129,26 @@ static void copy_subs(struct reg *reg, struct subs *out)
     memcpy(out->s, reg->subs, sizeof(out->s));
 }
 
-static void notify(const struct subs *subs, const struct mut *m)
+/* Readers see a new current only now (struct plugin's shown): after the
+ * subscribers of every change before it, its instance's health among them. */
+static void show_current(struct reg *reg, const struct reg_change *c)
 {
-    for (int c = 0; c < m->nch; c++)
+    pthread_rwlock_wrlock(&reg->lock);
+    struct plugin *p = model_as_plugin(model_by_seq(reg, c->plugin));
+    struct inst *i = model_as_inst(model_by_seq(reg, c->to));
+    if (p)
+        p->shown = i && i->plugin == p ? i : NULL;   /* gone: a later change shows the next */
+    pthread_rwlock_unlock(&reg->lock);
+}
+
+static void notify(struct reg *reg, const struct subs *subs, const struct mut *m)
+{
+    for (int c = 0; c < m->nch; c++) {
+        if (m->ch[c].kind == REG_C_CURRENT)
+            show_current(reg, &m->ch[c]);
         for (int s = 0; s < subs->n; s++)
             subs->s[s].fn(&m->ch[c], subs->s[s].arg);
+    }
 }
 
 /* One record per object, in the order objects first appear in the batch. */
@@ -277,7 +292,7 @@ static void lead(struct reg *reg, struct mut *self)
         pthread_mutex_unlock(&reg->wlock);
         for (struct mut *m = batch; m; m = m->next) {
             reg_cnt_mutation(m->ch, m->nch, true);
-            notify(&subs, m);
+            notify(reg, &subs, m);
         }
         mut_publish(reg, ev0, ev1);
         pthread_mutex_lock(&reg->wlock);
@@ -338,7 +353,7 @@ void mut_apply_now(struct reg *reg, struct mut *m)
     pthread_rwlock_unlock(&reg->lock);
     pthread_mutex_unlock(&reg->wlock);
     reg_cnt_mutation(m->ch, m->nch, false);
-    notify(&subs, m);
+    notify(reg, &subs, m);
     mut_publish(reg, ev0, ev1);
 }
 
@@ -355,7 +370,7 @@ void mut_publish(struct reg *reg, uint64_t from, uint64_t to)
 
 /* ---- changes and events ---- */
 
-void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
+struct reg_change *mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
               const struct obj *o, const char *kind, const struct ev_kv *kv,
               const char *reason, enum reg_attr attr)
 {
@@ -381,6 +396,7 @@ void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
         strcpy(c->alloc_name, o->name);
         c->gen = i->gen;
     }
+    return c;
 }
 
 void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p)
@@ -394,7 +410,7 @@ void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p)
     p->current = cur;
     p->o.changed_ns = model_now_ns();
     struct ev_kv kv[] = { { "alloc", cur ? cur->o.name : "none" }, { NULL, NULL } };
-    mut_emit(reg, m, REG_C_CURRENT, &p->o, "current", kv, NULL, 0);
+    mut_emit(reg, m, REG_C_CURRENT, &p->o, "current", kv, NULL, 0)->to = cur ? cur->o.seq : 0;
 }
 
 void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,

@@ -82,8 +82,9 @@ int mut_submit(struct reg *reg, struct mut *m);
 void mut_apply_now(struct reg *reg, struct mut *m);
 
 /* Record a change and append its event (from apply, under the write lock).
- * kind: the event kind; kv and reason as ev_append; attr for REG_C_ATTR. */
-void mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
+ * kind: the event kind; kv and reason as ev_append; attr for REG_C_ATTR.
+ * Returns the change, for the fields only its kind has. */
+struct reg_change *mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind ck,
               const struct obj *o, const char *kind, const struct ev_kv *kv,
               const char *reason, enum reg_attr attr);
 /* Set health, ready and reason (taking ownership of reason); emits `health`

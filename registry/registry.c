@@ -111,7 +111,7 @@ static int load_inst(const struct store_inst *si, void *arg)
     model_link(reg, &i->o, p);
     p->w_count++;
     if (i->ready)
-        p->current = i;       /* loaded oldest first: the last ready one wins */
+        p->current = p->shown = i;   /* loaded oldest first: the last ready one wins */
     return 0;
 }
 
@@ -278,7 +278,7 @@ static void fill_node(const struct obj *o, struct reg_node *n)
     const struct inst *i = model_as_inst((struct obj *)o);
     if (p) {
         strcpy(n->plugin, o->name);
-        n->current = p->current ? p->current->o.seq : 0;
+        n->current = p->shown ? p->shown->o.seq : 0;
         n->count = p->count;
     } else {
         strcpy(n->plugin, i->plugin->o.name);
@@ -392,7 +392,7 @@ ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap)
 {
     pthread_rwlock_rdlock(&reg->lock);
     struct plugin *p = model_as_plugin(model_by_seq(reg, plugin));
-    ssize_t n = copy_out(p && p->current ? p->current->o.name : NULL, buf, cap);
+    ssize_t n = copy_out(p && p->shown ? p->shown->o.name : NULL, buf, cap);
     pthread_rwlock_unlock(&reg->lock);
     return n;
 }

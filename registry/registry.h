@@ -190,6 +190,7 @@ struct reg_change {
     char alloc_name[REG_NAME_MAX + 1];    /* "" for plugin-level changes */
     enum reg_attr attr;             /* REG_C_ATTR */
     uint64_t gen;                   /* REG_C_SOCKET: the new generation */
+    uint64_t to;                    /* REG_C_CURRENT: the new current (0: none) */
 };
 typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
 /* At most 8 subscribers; called in commit order, after the change is

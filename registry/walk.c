@@ -7,7 +7,7 @@
 static int walk_plugin(const struct plugin *p, const struct reg_walk_cb *cb)
 {
     struct reg_walk_plugin w = { .type = p->o.type, .name = p->o.name,
-                                 .current = p->current ? p->current->o.name : NULL };
+                                 .current = p->shown ? p->shown->o.name : NULL };
     memcpy(w.probes, p->probes, sizeof(w.probes));
     memcpy(w.health_changes, p->health_changes, sizeof(w.health_changes));
     for (const struct obj *o = p->head; o; o = o->next)

@@ -282,3 +282,78 @@ Test(events_publish, concurrent_paths_publish_after_subscribers, .timeout = 60)
     cr_assert_gt(read_health[0] + read_health[1], 20, "too few health events to check");
     reg_close(reg);
 }
+
+/* ---- current moves for readers only once the changes before it ran ---- */
+
+static char cur_at[16][64];          /* "<kind> <current>" during each notification */
+static int ncur;
+
+static void record_current(const struct reg_change *c, void *arg)
+{
+    (void)arg;
+    char name[REG_NAME_MAX + 1] = "none";
+    ssize_t n = reg_current_get(reg, c->plugin, name, sizeof(name));
+    if (n >= 0)
+        name[n] = '\0';
+    else
+        strcpy(name, "none");
+    if (ncur < 16)
+        snprintf(cur_at[ncur++], sizeof(cur_at[0]), "%d %s", (int)c->kind, name);
+}
+
+static uint64_t healthy_inst(uint64_t plugin, const char *alloc)
+{
+    static const struct reg_fingerprint fp = { .provider = "x", .version = "1",
+                                               .nodeid = "n1", .topology = "",
+                                               .capabilities = "" };
+    struct reg_node in;
+    cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", alloc), 0);
+    cr_assert_eq(reg_lookup_instance(reg, plugin, alloc, &in), 0);
+    cr_assert_eq(reg_socket_set(reg, in.seq, "/run/a.sock"), 0);
+    cr_assert_eq(reg_get(reg, in.seq, &in), 0);
+    ncur = 0;
+    struct reg_probe p = { .gen = in.gen, .outcome = REG_PROBE_OK, .fp = &fp };
+    cr_assert_eq(reg_probe_result(reg, in.seq, &p), 0);
+    return in.seq;
+}
+
+/* The health change of the instance becoming current (whose subscriber
+ * drops the kernel's cached `ready` page) sees the old current; the current
+ * change sees the new one. */
+Test(events_publish, current_moves_after_the_subscribers_of_the_health_before_it)
+{
+    struct reg_opts o = { .events_ring = 64, .health_timeout_ms = 1000 };
+    cr_assert_eq(reg_open(&reg, &o), 0);
+    cr_assert_eq(reg_plugin_create(reg, REG_NODE, "p"), 0);
+    struct reg_node pn;
+    cr_assert_eq(reg_lookup_plugin(reg, REG_NODE, "p", &pn), 0);
+    cr_assert_eq(reg_subscribe(reg, record_current, NULL), 0);
+    healthy_inst(pn.seq, "a");
+    uint64_t b = healthy_inst(pn.seq, "b");
+    char want[3][64];
+    snprintf(want[0], sizeof(want[0]), "%d a", REG_C_HEALTH);
+    snprintf(want[1], sizeof(want[1]), "%d b", REG_C_CURRENT);
+    bool health_seen = false, current_seen = false;
+    for (int k = 0; k < ncur; k++) {
+        int kind = atoi(cur_at[k]);
+        if (kind == REG_C_HEALTH) {
+            cr_assert_str_eq(cur_at[k], want[0], "b's health change saw current move already");
+            health_seen = true;
+        } else if (kind == REG_C_CURRENT) {
+            cr_assert(health_seen, "current notified before b's health");
+            cr_assert_str_eq(cur_at[k], want[1]);
+            current_seen = true;
+        }
+    }
+    cr_assert(health_seen && current_seen, "%d notifications", ncur);
+    struct reg_node now;
+    cr_assert_eq(reg_get(reg, pn.seq, &now), 0);
+    cr_assert_eq(now.current, b);
+    /* b deregistered: current goes back to a with b's removal */
+    ncur = 0;
+    cr_assert_eq(reg_instance_deregister(reg, REG_NODE, "p", "b"), 0);
+    cr_assert_eq(ncur, 2, "removal and current");
+    snprintf(want[2], sizeof(want[2]), "%d a", REG_C_CURRENT);
+    cr_assert_str_eq(cur_at[1], want[2]);
+    reg_close(reg);
+}
