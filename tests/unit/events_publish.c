@@ -285,7 +285,7 @@ Test(events_publish, concurrent_paths_publish_after_subscribers, .timeout = 60)
 
 /* ---- current moves for readers only once the changes before it ran ---- */
 
-static char cur_at[16][64];          /* "<kind> <current>" during each notification */
+static char cur_at[16][16 + REG_NAME_MAX + 1]; /* "<kind> <current>" at each notification */
 static int ncur;
 
 static void record_current(const struct reg_change *c, void *arg)
@@ -330,7 +330,7 @@ Test(events_publish, current_moves_after_the_subscribers_of_the_health_before_it
     cr_assert_eq(reg_subscribe(reg, record_current, NULL), 0);
     healthy_inst(pn.seq, "a");
     uint64_t b = healthy_inst(pn.seq, "b");
-    char want[3][64];
+    char want[3][sizeof(cur_at[0])];
     snprintf(want[0], sizeof(want[0]), "%d a", REG_C_HEALTH);
     snprintf(want[1], sizeof(want[1]), "%d b", REG_C_CURRENT);
     bool health_seen = false, current_seen = false;
