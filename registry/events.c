@@ -2,6 +2,8 @@
 #include "registry/counters.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,12 @@
 
 #define EV_LINE_MAX 2048  /* longer lines are cut, ending in "...\n" */
 
+/* The retained lines' bytes, one after the other: byte position p (counted
+ * from the ring's start, never reused) lives at buf[p % size]. Line seq
+ * (first <= seq < next) spans [start(seq), end[seq % cap]), start(first) =
+ * tail and start(seq) = end of seq - 1 otherwise; head = start(next). buf
+ * doubles when the retained lines and a new one do not fit: lines leave
+ * only by count. */
 struct ev_ring {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -18,49 +26,95 @@ struct ev_ring {
     uint64_t next;       /* seq of the next line */
     uint64_t pub;        /* lines below it are published (readable) */
     long watchers;       /* ev_watch */
-    char **line;         /* line[seq % cap] */
-    uint16_t *len;
+    uint64_t *end;       /* end[seq % cap]: byte position past line seq */
+    uint64_t tail, head; /* byte positions of line first and of line next */
+    char *buf;
+    size_t size;
 };
+
+#define EV_BUF_START 65536   /* bytes; or cap * 128 when that is less */
 
 int ev_ring_new(struct ev_ring **out, size_t cap, uint64_t first_seq)
 {
+    if (cap == 0 || first_seq == 0 || cap > SIZE_MAX / sizeof(uint64_t) / EV_LINE_MAX)
+        return -EINVAL;
     struct ev_ring *r = calloc(1, sizeof(*r));
-    if (!r || cap == 0 || first_seq == 0)
-        goto fail;
-    r->cap = cap;
-    r->first = r->next = r->pub = first_seq;
-    r->line = calloc(cap, sizeof(*r->line));
-    r->len = calloc(cap, sizeof(*r->len));
-    if (!r->line || !r->len)
-        goto fail;
+    if (!r)
+        return -ENOMEM;
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&r->cv, &ca);
     pthread_condattr_destroy(&ca);
+    r->cap = cap;
+    r->first = r->next = r->pub = first_seq;
+    r->size = cap < EV_BUF_START / 128 ? cap * 128 : EV_BUF_START;
+    r->end = calloc(cap, sizeof(*r->end));
+    r->buf = malloc(r->size);
+    if (!r->end || !r->buf) {
+        ev_ring_free(r);
+        return -ENOMEM;
+    }
     *out = r;
     return 0;
-fail:
-    if (r) {
-        free(r->line);
-        free(r->len);
-    }
-    free(r);
-    return cap == 0 || first_seq == 0 ? -EINVAL : -ENOMEM;
 }
 
 void ev_ring_free(struct ev_ring *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->cap; i++)
-        free(r->line[i]);
-    free(r->line);
-    free(r->len);
+    free(r->end);
+    free(r->buf);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
+}
+
+/* Byte position p of a ring buffer of size bytes: copy n bytes out / in,
+ * in at most two pieces. */
+static void bytes_get(const char *buf, size_t size, uint64_t p, char *dst, size_t n)
+{
+    size_t at = (size_t)(p % size), k = n < size - at ? n : size - at;
+    memcpy(dst, buf + at, k);
+    memcpy(dst + k, buf, n - k);
+}
+
+static void bytes_put(char *buf, size_t size, uint64_t p, const char *src, size_t n)
+{
+    size_t at = (size_t)(p % size), k = n < size - at ? n : size - at;
+    memcpy(buf + at, src, k);
+    memcpy(buf, src + k, n - k);
+}
+
+/* Byte position of line seq, first <= seq <= next. */
+static uint64_t line_start(const struct ev_ring *r, uint64_t seq)
+{
+    return seq == r->first ? r->tail : r->end[(seq - 1) % r->cap];
+}
+
+/* Make buf hold bytes [tail, head) and need - (head - tail) more: doubles
+ * it as often as needed, copying those bytes. -ENOMEM changes nothing. */
+static int make_room(struct ev_ring *r, uint64_t tail, size_t need)
+{
+    size_t size = r->size;
+    while (size < need)
+        size *= 2;
+    if (size == r->size)
+        return 0;
+    char *nb = malloc(size);
+    if (!nb)
+        return -ENOMEM;
+    for (uint64_t p = tail; p < r->head;) {
+        size_t at = (size_t)(p % r->size);
+        size_t k = r->head - p < r->size - at ? (size_t)(r->head - p) : r->size - at;
+        bytes_put(nb, size, p, r->buf + at, k);
+        p += k;
+    }
+    free(r->buf);
+    r->buf = nb;
+    r->size = size;
+    return 0;
 }
 
 /* The escape of byte c ("" when it stands for itself) into e[5]. */
@@ -181,19 +235,21 @@ int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
     pthread_mutex_lock(&r->mu);
     uint64_t seq = r->next;
     size_t n = format_line(buf, sizeof(buf), seq, kind, path, kv, reason);
-    size_t slot = seq % r->cap;
-    char *copy = realloc(r->line[slot], n + 1);
-    if (!copy) {
+    bool full = r->next - r->first == r->cap;       /* then line first leaves */
+    uint64_t tail = full ? r->end[r->first % r->cap] : r->tail;
+    if (make_room(r, tail, (size_t)(r->head - tail) + n) < 0) {
         pthread_mutex_unlock(&r->mu);
         return -ENOMEM;
     }
-    memcpy(copy, buf, n + 1);
-    r->line[slot] = copy;
-    r->len[slot] = (uint16_t)n;
+    bytes_put(r->buf, r->size, r->head, buf, n);
+    if (full) {
+        r->first++;
+        r->tail = tail;
+    }
+    r->head += n;
+    r->end[seq % r->cap] = r->head;
     r->next = seq + 1;
     cnt_add(&cnt.events, 1);
-    if (r->next - r->first > r->cap)
-        r->first = r->next - r->cap;
     pthread_mutex_unlock(&r->mu);
     return (int64_t)seq;
 }
@@ -256,41 +312,60 @@ static int ready_locked(const struct ev_ring *r, const struct ev_cursor *c)
     return c->pend[0] || c->next < r->pub;
 }
 
+/* Point c at byte position p, a published byte at or past c's line (or
+ * the end of the published lines): lines start at increasing positions. */
+static void cursor_seek(const struct ev_ring *r, struct ev_cursor *c, uint64_t p)
+{
+    uint64_t lo = c->next, hi = r->pub;      /* start(lo) <= p <= start(hi) */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (line_start(r, mid) <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    c->next = lo;
+    c->off = (size_t)(p - line_start(r, lo));
+}
+
+/* Copy what is left of c->pend; 1 when all of it was. */
+static int read_pend(struct ev_cursor *c, char *buf, size_t cap, size_t *n)
+{
+    size_t len = strlen(c->pend), k = len - c->off < cap - *n ? len - c->off : cap - *n;
+    memcpy(buf + *n, c->pend + c->off, k);
+    *n += k;
+    c->off += k;
+    if (c->off < len)
+        return 0;
+    c->off = 0;
+    c->pend[0] = '\0';
+    return 1;
+}
+
 size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
 {
     size_t n = 0;
     pthread_mutex_lock(&r->mu);
-    while (n < cap) {
-        const char *src;
-        size_t len;
+    for (;;) {
         uint64_t lo = lost_below(r);
-        if (!c->pend[0] && c->next < lo) {
-            snprintf(c->pend, sizeof(c->pend), "lost %llu\n",
+        if (!c->pend[0] && c->next < lo) {  /* overtaken: mid-line, that line is cut */
+            snprintf(c->pend, sizeof(c->pend), "%slost %llu\n", c->off ? "...\n" : "",
                      (unsigned long long)(lo - c->next));
             cnt_add(&cnt.events_lost, lo - c->next);
             c->next = lo;
             c->off = 0;
         }
         if (c->pend[0]) {
-            src = c->pend;
-            len = strlen(c->pend);
-        } else if (c->next < r->pub) {
-            src = r->line[c->next % r->cap];
-            len = r->len[c->next % r->cap];
-        } else {
-            break;
+            if (read_pend(c, buf, cap, &n))
+                continue;
+        } else if (c->next < r->pub && n < cap) {   /* one span: one or two memcpy */
+            uint64_t from = line_start(r, c->next) + c->off, to = line_start(r, r->pub);
+            size_t k = to - from < cap - n ? (size_t)(to - from) : cap - n;
+            bytes_get(r->buf, r->size, from, buf + n, k);
+            n += k;
+            cursor_seek(r, c, from + k);
         }
-        size_t k = len - c->off < cap - n ? len - c->off : cap - n;
-        memcpy(buf + n, src + c->off, k);
-        n += k;
-        c->off += k;
-        if (c->off < len)
-            break;
-        c->off = 0;
-        if (c->pend[0])
-            c->pend[0] = '\0';
-        else
-            c->next++;
+        break;
     }
     pthread_mutex_unlock(&r->mu);
     return n;

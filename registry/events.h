@@ -9,9 +9,13 @@
  * Valid names and sanitised plugin strings contain none of these, so their
  * lines read as written. reason comes last and runs to the end of the line.
  * A line that would pass 2046 bytes (plus newline) is cut where the field
- * that did not fit began and ends in "...\n". The ring keeps the last `cap` lines; a reader keeps
- * its own cursor and never blocks a writer. A reader overtaken by the ring
- * reads one line `lost N` and carries on with the oldest retained line.
+ * that did not fit began and ends in "...\n". The ring keeps the last `cap`
+ * lines, whatever their lengths: their bytes lie one after the other in one
+ * buffer, which doubles (and never shrinks) when they do not fit, so a read
+ * copies one or two spans. A reader keeps its own cursor and never blocks a
+ * writer. A reader overtaken by the ring reads one line `lost N` and carries
+ * on with the oldest retained line; overtaken in the middle of a line, it
+ * gets that line cut (ending in "...\n", as above), counted in N.
  *
  * Appending and publishing are two steps: an appended line gets its seq at
  * once but readers (ev_read, ev_ready, ev_wait, `lost N`) see it only once
