@@ -273,3 +273,172 @@ Test(events, long_lines_are_cut_in_bounds)
     }
     ev_ring_free(r);
 }
+
+/* ---- the byte ring: wrap-around, growth, overtaken readers, split reads ---- */
+
+#define RING_CAP 8
+#define RING_LINES 200
+
+/* Every line appended so far, as a follower read it right after its append. */
+static char *seen[RING_LINES];
+static size_t nseen;
+
+/* Append an event whose target value is len bytes of 'v' (0: no value),
+ * publish it and record its line through the follower cursor f. */
+static void append_len(struct ev_ring *r, struct ev_cursor *f, size_t len)
+{
+    static char val[3000];
+    memset(val, 'v', len);
+    val[len] = '\0';
+    struct ev_kv kv[] = { { "target", val }, { 0, 0 } };
+    int64_t seq = ev_append(r, "socket", "csi-node/p/a", len ? kv : NULL, NULL);
+    cr_assert_gt(seq, 0);
+    ev_publish(r, (uint64_t)seq, (uint64_t)seq + 1);
+    char buf[4096];
+    size_t n = ev_read(r, f, buf, sizeof(buf));
+    cr_assert(n > 0 && n <= 2047 && buf[n - 1] == '\n' && !memchr(buf, '\n', n - 1),
+              "line %zu: %zu bytes", nseen, n);
+    cr_assert_lt(nseen, RING_LINES);
+    seen[nseen] = strndup(buf, n);
+    cr_assert_eq(strtoull(buf, NULL, 10), (unsigned long long)seq);
+    nseen++;
+}
+
+static void forget_seen(void)
+{
+    for (size_t k = 0; k < nseen; k++)
+        free(seen[k]);
+    nseen = 0;
+}
+
+/* What a cursor reads until caught up, in reads of at most step bytes. */
+static size_t read_steps(struct ev_ring *r, struct ev_cursor *c, char *out, size_t cap,
+                         size_t step)
+{
+    size_t n = 0, k;
+    while (n < cap && (k = ev_read(r, c, out + n, step < cap - n ? step : cap - n)) > 0)
+        n += k;
+    return n;
+}
+
+/* A new reader replays exactly the last min(nseen, RING_CAP) lines, as written. */
+static void check_retained(struct ev_ring *r)
+{
+    static char want[RING_CAP * 2048], got[RING_CAP * 2048 + 1];
+    size_t w = 0;
+    for (size_t k = nseen > RING_CAP ? nseen - RING_CAP : 0; k < nseen; k++) {
+        memcpy(want + w, seen[k], strlen(seen[k]));
+        w += strlen(seen[k]);
+    }
+    struct ev_cursor c;
+    ev_cursor_init(r, &c);
+    size_t n = read_steps(r, &c, got, sizeof(got), sizeof(got));
+    cr_assert_eq(n, w, "after %zu lines: %zu bytes replayed, not %zu", nseen, n, w);
+    cr_assert(!memcmp(got, want, w), "after %zu lines: the replay differs", nseen);
+}
+
+/* Short lines wrap the byte buffer (1 KiB for 8 lines) many times over. */
+Test(events, byte_ring_wraps_around)
+{
+    struct ev_ring *r;
+    cr_assert_eq(ev_ring_new(&r, RING_CAP, 1), 0);
+    struct ev_cursor f;
+    ev_cursor_init(r, &f);
+    for (int k = 0; k < RING_LINES; k++) {
+        append_len(r, &f, (size_t)(k * 7 % 40));
+        check_retained(r);
+    }
+    forget_seen();
+    ev_ring_free(r);
+}
+
+/* Lines of every length up to the cut, long ones in a row: the buffer grows
+ * and the ring still keeps exactly RING_CAP lines, none dropped for bytes. */
+Test(events, byte_ring_grows_keeping_cap_lines)
+{
+    struct ev_ring *r;
+    cr_assert_eq(ev_ring_new(&r, RING_CAP, 1), 0);
+    struct ev_cursor f;
+    ev_cursor_init(r, &f);
+    for (int k = 0; k < RING_LINES; k++) {
+        size_t len = k < 40 ? (size_t)k * 10 : k < 60 ? 2500 : (size_t)(k * 613 % 2100);
+        append_len(r, &f, len);
+        check_retained(r);
+    }
+    forget_seen();
+    ev_ring_free(r);
+}
+
+/* A reader in the middle of a line when the ring overtakes it: that line
+ * is cut ("...\n"), then "lost N" (N counting it), then the oldest line. */
+Test(events, reader_overtaken_mid_line)
+{
+    struct ev_ring *r;
+    cr_assert_eq(ev_ring_new(&r, 4, 1), 0);
+    struct ev_cursor f, c;
+    ev_cursor_init(r, &f);
+    ev_cursor_init(r, &c);
+    for (int k = 0; k < 4; k++)
+        append_len(r, &f, 30);
+    char head[10], buf[4096];
+    cr_assert_eq(ev_read(r, &c, head, sizeof(head)), sizeof(head));
+    cr_assert(!memcmp(head, seen[0], sizeof(head)));
+    for (int k = 0; k < 5; k++)          /* lines 1..5 leave the ring */
+        append_len(r, &f, 30);
+    size_t n = read_steps(r, &c, buf, sizeof(buf) - 1, sizeof(buf));
+    buf[n] = '\0';
+    char want[4096];
+    int w = snprintf(want, sizeof(want), "...\nlost 5\n%s%s%s%s", seen[5], seen[6], seen[7],
+                     seen[8]);
+    cr_assert_str_eq(buf, want);
+    cr_assert_eq(n, (size_t)w);
+    /* overtaken again while in the middle of its "lost N" line: the rest
+     * of it, then a second "lost N" for the lines since */
+    struct ev_cursor c2;
+    ev_cursor_init(r, &c2);
+    c2.next = 1;                         /* as a reader that read nothing yet */
+    cr_assert_eq(ev_read(r, &c2, head, 3), 3);
+    cr_assert(!memcmp(head, "los", 3));
+    for (int k = 0; k < 6; k++)
+        append_len(r, &f, 30);
+    n = read_steps(r, &c2, buf, sizeof(buf) - 1, 7);
+    buf[n] = '\0';
+    snprintf(want, sizeof(want), "t 5\nlost 6\n%s%s%s%s", seen[11], seen[12], seen[13],
+             seen[14]);
+    cr_assert_str_eq(buf, want);
+    forget_seen();
+    ev_ring_free(r);
+}
+
+/* A replay (a "lost N" first, lines wrapping the byte buffer) read in two
+ * reads split at every byte, and in reads of every size up to 64 bytes,
+ * gives the same bytes as one big read. */
+Test(events, reads_split_anywhere_give_the_same_bytes)
+{
+    struct ev_ring *r;
+    cr_assert_eq(ev_ring_new(&r, RING_CAP, 1), 0);
+    struct ev_cursor f, start;
+    ev_cursor_init(r, &f);
+    ev_cursor_init(r, &start);
+    for (int k = 0; k < 37; k++)
+        append_len(r, &f, (size_t)(k * 11 % 90));
+    static char whole[RING_CAP * 2048], got[RING_CAP * 2048];
+    struct ev_cursor c = start;
+    size_t len = read_steps(r, &c, whole, sizeof(whole), sizeof(whole));
+    cr_assert(len > 100 && !strncmp(whole, "lost 29\n", 8), "%.*s", (int)len, whole);
+    for (size_t k = 1; k < len; k++) {
+        c = start;
+        size_t a = ev_read(r, &c, got, k);
+        cr_assert_eq(a, k);
+        size_t b = read_steps(r, &c, got + a, sizeof(got) - a, sizeof(got));
+        cr_assert_eq(a + b, len, "split at %zu", k);
+        cr_assert(!memcmp(got, whole, len), "split at %zu", k);
+    }
+    for (size_t step = 1; step <= 64; step++) {
+        c = start;
+        cr_assert_eq(read_steps(r, &c, got, sizeof(got), step), len, "step %zu", step);
+        cr_assert(!memcmp(got, whole, len), "step %zu", step);
+    }
+    forget_seen();
+    ev_ring_free(r);
+}
