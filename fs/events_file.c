@@ -100,20 +100,18 @@ int fs_events_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info
 }
 
 /* Answer a read from the ring; with e->mu held. Returns false (and does not
- * answer) when there is nothing to read. */
+ * answer) when there is nothing to read. The reply is written from the
+ * ring's own bytes (ev_read_iov): no copy, no buffer per request. */
 static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
 {
-    char stack[16384];
-    char *buf = size <= sizeof(stack) ? stack : malloc(size);
-    if (!buf) {
-        fuse_reply_err(req, ENOMEM);
-        return true;
-    }
-    size_t n = ev_read(reg_events(fs->reg), &r->cur, buf, size);
+    struct ev_ring *ring = reg_events(fs->reg);
+    struct iovec iov[EV_READ_IOV];
+    struct ev_pin pin;
+    int niov;
+    size_t n = ev_read_iov(ring, &r->cur, size, iov, &niov, &pin);
     if (n)
-        fuse_reply_buf(req, buf, n);
-    if (buf != stack)
-        free(buf);
+        fuse_reply_iov(req, iov, niov);
+    ev_read_done(ring, &pin);
     return n > 0;
 }
 

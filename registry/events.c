@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #define EV_LINE_MAX 2048  /* longer lines are cut, ending in "...\n" */
@@ -30,6 +31,13 @@ struct ev_ring {
     uint64_t tail, head; /* byte positions of line first and of line next */
     char *buf;
     size_t size;
+    struct ev_pin *pins;       /* ev_read_iov's spans in use (in buf or retired) */
+    struct retired *retired;   /* buffers left by make_room while pinned */
+};
+
+struct retired {
+    char *buf;
+    struct retired *next;
 };
 
 #define EV_BUF_START 65536   /* bytes; or cap * 128 when that is less */
@@ -66,20 +74,19 @@ void ev_ring_free(struct ev_ring *r)
         return;
     free(r->end);
     free(r->buf);
+    while (r->retired) {            /* only if a pin was never released */
+        struct retired *o = r->retired;
+        r->retired = o->next;
+        free(o->buf);
+        free(o);
+    }
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
 
-/* Byte position p of a ring buffer of size bytes: copy n bytes out / in,
- * in at most two pieces. */
-static void bytes_get(const char *buf, size_t size, uint64_t p, char *dst, size_t n)
-{
-    size_t at = (size_t)(p % size), k = n < size - at ? n : size - at;
-    memcpy(dst, buf + at, k);
-    memcpy(dst + k, buf, n - k);
-}
-
+/* Copy n bytes to byte position p of a ring buffer of size bytes (in at
+ * most two pieces). */
 static void bytes_put(char *buf, size_t size, uint64_t p, const char *src, size_t n)
 {
     size_t at = (size_t)(p % size), k = n < size - at ? n : size - at;
@@ -93,25 +100,47 @@ static uint64_t line_start(const struct ev_ring *r, uint64_t seq)
     return seq == r->first ? r->tail : r->end[(seq - 1) % r->cap];
 }
 
-/* Make buf hold bytes [tail, head) and need - (head - tail) more: doubles
- * it as often as needed, copying those bytes. -ENOMEM changes nothing. */
-static int make_room(struct ev_ring *r, uint64_t tail, size_t need)
+static bool pinned(const struct ev_ring *r, const char *buf)
 {
-    size_t size = r->size;
+    for (const struct ev_pin *p = r->pins; p; p = p->next)
+        if (p->buf == buf)
+            return true;
+    return false;
+}
+
+/* Make room for n more bytes at head, keeping [tail, head) and every pinned
+ * byte of buf: a new buffer, doubled as often as needed, when they do not
+ * fit; the old one is freed, or retired while pinned. -ENOMEM changes
+ * nothing. */
+static int make_room(struct ev_ring *r, uint64_t tail, size_t n)
+{
+    uint64_t low = tail;
+    for (const struct ev_pin *p = r->pins; p; p = p->next)
+        if (p->buf == r->buf && p->from < low)
+            low = p->from;
+    size_t need = (size_t)(r->head - low) + n, size = r->size;
+    if (need <= size)
+        return 0;
     while (size < need)
         size *= 2;
-    if (size == r->size)
-        return 0;
     char *nb = malloc(size);
-    if (!nb)
+    struct retired *old = pinned(r, r->buf) ? malloc(sizeof(*old)) : NULL;
+    if (!nb || (pinned(r, r->buf) && !old)) {
+        free(nb);
         return -ENOMEM;
+    }
     for (uint64_t p = tail; p < r->head;) {
         size_t at = (size_t)(p % r->size);
         size_t k = r->head - p < r->size - at ? (size_t)(r->head - p) : r->size - at;
         bytes_put(nb, size, p, r->buf + at, k);
         p += k;
     }
-    free(r->buf);
+    if (old) {
+        *old = (struct retired){ .buf = r->buf, .next = r->retired };
+        r->retired = old;
+    } else {
+        free(r->buf);
+    }
     r->buf = nb;
     r->size = size;
     return 0;
@@ -237,7 +266,7 @@ int64_t ev_append(struct ev_ring *r, const char *kind, const char *path,
     size_t n = format_line(buf, sizeof(buf), seq, kind, path, kv, reason);
     bool full = r->next - r->first == r->cap;       /* then line first leaves */
     uint64_t tail = full ? r->end[r->first % r->cap] : r->tail;
-    if (make_room(r, tail, (size_t)(r->head - tail) + n) < 0) {
+    if (make_room(r, tail, n) < 0) {
         pthread_mutex_unlock(&r->mu);
         return -ENOMEM;
     }
@@ -328,24 +357,16 @@ static void cursor_seek(const struct ev_ring *r, struct ev_cursor *c, uint64_t p
     c->off = (size_t)(p - line_start(r, lo));
 }
 
-/* Copy what is left of c->pend; 1 when all of it was. */
-static int read_pend(struct ev_cursor *c, char *buf, size_t cap, size_t *n)
-{
-    size_t len = strlen(c->pend), k = len - c->off < cap - *n ? len - c->off : cap - *n;
-    memcpy(buf + *n, c->pend + c->off, k);
-    *n += k;
-    c->off += k;
-    if (c->off < len)
-        return 0;
-    c->off = 0;
-    c->pend[0] = '\0';
-    return 1;
-}
-
-size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
+/* With r->mu held: what c reads next, up to cap bytes, as spans (pieces of
+ * `lost N` lines copied to pend, EV_PEND_MAX bytes at most, then one or two
+ * spans of buf, the first at byte position *from); c moves past them.
+ * Returns the bytes, spans in sp[*nsp]. */
+#define EV_PEND_MAX 64   /* a rest of c->pend and a new one */
+static size_t gather(struct ev_ring *r, struct ev_cursor *c, size_t cap, char *pend,
+                     struct iovec sp[EV_READ_IOV], int *nsp, uint64_t *from)
 {
     size_t n = 0;
-    pthread_mutex_lock(&r->mu);
+    *nsp = 0;
     for (;;) {
         uint64_t lo = lost_below(r);
         if (!c->pend[0] && c->next < lo) {  /* overtaken: mid-line, that line is cut */
@@ -355,20 +376,87 @@ size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
             c->next = lo;
             c->off = 0;
         }
-        if (c->pend[0]) {
-            if (read_pend(c, buf, cap, &n))
-                continue;
-        } else if (c->next < r->pub && n < cap) {   /* one span: one or two memcpy */
-            uint64_t from = line_start(r, c->next) + c->off, to = line_start(r, r->pub);
-            size_t k = to - from < cap - n ? (size_t)(to - from) : cap - n;
-            bytes_get(r->buf, r->size, from, buf + n, k);
-            n += k;
-            cursor_seek(r, c, from + k);
-        }
-        break;
+        if (!c->pend[0])
+            break;
+        size_t len = strlen(c->pend), k = len - c->off < cap - n ? len - c->off : cap - n;
+        memcpy(pend + n, c->pend + c->off, k);
+        n += k;
+        c->off += k;
+        if (c->off < len)
+            break;                          /* cap reached */
+        c->off = 0;
+        c->pend[0] = '\0';
+    }
+    if (n)
+        sp[(*nsp)++] = (struct iovec){ .iov_base = pend, .iov_len = n };
+    if (!c->pend[0] && c->next < r->pub && n < cap) {  /* one or two spans of buf */
+        uint64_t p = line_start(r, c->next) + c->off, to = line_start(r, r->pub);
+        size_t k = to - p < cap - n ? (size_t)(to - p) : cap - n;
+        size_t at = (size_t)(p % r->size), k1 = k < r->size - at ? k : r->size - at;
+        sp[(*nsp)++] = (struct iovec){ .iov_base = r->buf + at, .iov_len = k1 };
+        if (k > k1)
+            sp[(*nsp)++] = (struct iovec){ .iov_base = r->buf, .iov_len = k - k1 };
+        *from = p;
+        n += k;
+        cursor_seek(r, c, p + k);
+    }
+    return n;
+}
+
+size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
+{
+    char pend[EV_PEND_MAX];
+    struct iovec sp[EV_READ_IOV];
+    int nsp;
+    uint64_t from;
+    pthread_mutex_lock(&r->mu);
+    size_t n = gather(r, c, cap, pend, sp, &nsp, &from), k = 0;
+    for (int i = 0; i < nsp; i++) {
+        memcpy(buf + k, sp[i].iov_base, sp[i].iov_len);
+        k += sp[i].iov_len;
     }
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+size_t ev_read_iov(struct ev_ring *r, struct ev_cursor *c, size_t cap,
+                   struct iovec iov[EV_READ_IOV], int *niov, struct ev_pin *pin)
+{
+    _Static_assert(sizeof(pin->pend) >= EV_PEND_MAX, "ev_pin.pend");
+    uint64_t from = UINT64_MAX;
+    pthread_mutex_lock(&r->mu);
+    size_t n = gather(r, c, cap, pin->pend, iov, niov, &from);
+    pin->buf = NULL;
+    if (from != UINT64_MAX) {           /* spans of buf: pinned until ev_read_done */
+        pin->buf = r->buf;
+        pin->from = from;
+        pin->next = r->pins;
+        r->pins = pin;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+void ev_read_done(struct ev_ring *r, struct ev_pin *pin)
+{
+    if (!pin->buf)
+        return;
+    pthread_mutex_lock(&r->mu);
+    for (struct ev_pin **pp = &r->pins; *pp; pp = &(*pp)->next)
+        if (*pp == pin) {
+            *pp = pin->next;
+            break;
+        }
+    for (struct retired **pp = &r->retired; *pp; pp = &(*pp)->next)
+        if ((*pp)->buf == pin->buf && !pinned(r, pin->buf)) {
+            struct retired *o = *pp;
+            *pp = o->next;
+            free(o->buf);
+            free(o);
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+    pin->buf = NULL;
 }
 
 int ev_ready(struct ev_ring *r, const struct ev_cursor *c)

@@ -410,9 +410,25 @@ Test(events, reader_overtaken_mid_line)
     ev_ring_free(r);
 }
 
+/* ev_read_iov's bytes, copied out; the pin released. */
+static size_t read_iov_copy(struct ev_ring *r, struct ev_cursor *c, char *out, size_t cap)
+{
+    struct iovec iov[EV_READ_IOV];
+    struct ev_pin pin;
+    int niov;
+    size_t n = ev_read_iov(r, c, cap, iov, &niov, &pin), k = 0;
+    for (int i = 0; i < niov; i++) {
+        memcpy(out + k, iov[i].iov_base, iov[i].iov_len);
+        k += iov[i].iov_len;
+    }
+    cr_assert_eq(k, n);
+    ev_read_done(r, &pin);
+    return n;
+}
+
 /* A replay (a "lost N" first, lines wrapping the byte buffer) read in two
  * reads split at every byte, and in reads of every size up to 64 bytes,
- * gives the same bytes as one big read. */
+ * by ev_read and by ev_read_iov, gives the same bytes as one big read. */
 Test(events, reads_split_anywhere_give_the_same_bytes)
 {
     struct ev_ring *r;
@@ -438,7 +454,68 @@ Test(events, reads_split_anywhere_give_the_same_bytes)
         c = start;
         cr_assert_eq(read_steps(r, &c, got, sizeof(got), step), len, "step %zu", step);
         cr_assert(!memcmp(got, whole, len), "step %zu", step);
+        c = start;
+        size_t n = 0, k;
+        while ((k = read_iov_copy(r, &c, got + n, step)) > 0)
+            n += k;
+        cr_assert_eq(n, len, "iov step %zu", step);
+        cr_assert(!memcmp(got, whole, len), "iov step %zu", step);
+    }
+    for (size_t k = 1; k < len; k++) {
+        c = start;
+        size_t a = read_iov_copy(r, &c, got, k);
+        size_t b = read_iov_copy(r, &c, got + a, sizeof(got) - a);
+        cr_assert_eq(a + b, len, "iov split at %zu", k);
+        cr_assert(!memcmp(got, whole, len), "iov split at %zu", k);
     }
     forget_seen();
     ev_ring_free(r);
+}
+
+/* The bytes ev_read_iov hands out stay as they were while pinned, though
+ * appends wrap over them and grow the buffer (twice, two pins held on two
+ * buffers, released in either order); appending never waits for them. */
+Test(events, pinned_spans_outlive_wraps_and_growth)
+{
+    for (int order = 0; order < 2; order++) {
+        struct ev_ring *r;
+        cr_assert_eq(ev_ring_new(&r, RING_CAP, 1), 0);
+        struct ev_cursor f, c1, c2;
+        ev_cursor_init(r, &f);
+        ev_cursor_init(r, &c1);
+        for (int k = 0; k < RING_CAP; k++)
+            append_len(r, &f, 40);
+        struct iovec v1[EV_READ_IOV], v2[EV_READ_IOV];
+        struct ev_pin p1, p2;
+        int n1, n2;
+        static char snap1[4096], snap2[RING_CAP * 2048];
+        size_t len1 = ev_read_iov(r, &c1, sizeof(snap1), v1, &n1, &p1), k = 0;
+        for (int i = 0; i < n1; i++, k += v1[i - 1].iov_len)
+            memcpy(snap1 + k, v1[i].iov_base, v1[i].iov_len);
+        cr_assert(len1 > 0 && k == len1);
+        for (int j = 0; j < 3 * RING_CAP; j++)   /* over p1's bytes: a new buffer */
+            append_len(r, &f, 40);
+        ev_cursor_init(r, &c2);
+        size_t len2 = ev_read_iov(r, &c2, sizeof(snap2), v2, &n2, &p2);
+        k = 0;
+        for (int i = 0; i < n2; i++, k += v2[i - 1].iov_len)
+            memcpy(snap2 + k, v2[i].iov_base, v2[i].iov_len);
+        for (int j = 0; j < 3 * RING_CAP; j++)   /* long lines: the buffer grows */
+            append_len(r, &f, 1500);
+        check_retained(r);
+        for (int pass = 0; pass < 2; pass++) {    /* the one left too, after a release */
+            k = 0;
+            for (int i = 0; i < n1 && (pass == 0 || order); i++, k += v1[i - 1].iov_len)
+                cr_assert(!memcmp(snap1 + k, v1[i].iov_base, v1[i].iov_len), "pin 1 changed");
+            k = 0;
+            for (int i = 0; i < n2 && (pass == 0 || !order); i++, k += v2[i - 1].iov_len)
+                cr_assert(!memcmp(snap2 + k, v2[i].iov_base, v2[i].iov_len), "pin 2 changed");
+            cr_assert(pass || k == len2);
+            ev_read_done(r, (order ^ pass) ? &p2 : &p1);
+        }
+        ev_read_done(r, &p1);                     /* twice: nothing */
+        check_retained(r);
+        forget_seen();
+        ev_ring_free(r);
+    }
 }

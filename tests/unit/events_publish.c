@@ -285,7 +285,7 @@ Test(events_publish, concurrent_paths_publish_after_subscribers, .timeout = 60)
 
 /* ---- current moves for readers only once the changes before it ran ---- */
 
-static char cur_at[16][64];          /* "<kind> <current>" during each notification */
+static char cur_at[16][16 + REG_NAME_MAX + 1]; /* "<kind> <current>" at each notification */
 static int ncur;
 
 static void record_current(const struct reg_change *c, void *arg)
