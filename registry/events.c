@@ -17,8 +17,10 @@
  * from the ring's start, never reused) lives at buf[p % size]. Line seq
  * (first <= seq < next) spans [start(seq), end[seq % cap]), start(first) =
  * tail and start(seq) = end of seq - 1 otherwise; head = start(next). buf
- * doubles when the retained lines and a new one do not fit: lines leave
- * only by count. */
+ * is replaced by one twice as large (or more) when the retained lines and a
+ * new one do not fit, or when the new one would overwrite bytes that an
+ * ev_read_iov still pins (the old one is freed at its last ev_read_done):
+ * lines leave only by count. */
 struct ev_ring {
     pthread_mutex_t mu;
     pthread_cond_t cv;
