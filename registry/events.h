@@ -85,7 +85,7 @@ struct ev_pin {
     const char *buf;          /* the buffer pinned, NULL none */
     uint64_t from;            /* lowest byte position pinned in it */
     struct ev_pin *next;
-    char pend[64];
+    char pend[64];            /* the `lost N` bytes handed out */
 };
 size_t ev_read_iov(struct ev_ring *r, struct ev_cursor *c, size_t cap,
                    struct iovec iov[EV_READ_IOV], int *niov, struct ev_pin *pin);
