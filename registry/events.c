@@ -18,9 +18,9 @@
  * (first <= seq < next) spans [start(seq), end[seq % cap]), start(first) =
  * tail and start(seq) = end of seq - 1 otherwise; head = start(next). buf
  * is replaced by one twice as large (or more) when the retained lines and a
- * new one do not fit, or when the new one would overwrite bytes that an
- * ev_read_iov still pins (the old one is freed at its last ev_read_done):
- * lines leave only by count. */
+ * new one do not fit, and by a copy of the same size when the new one would
+ * overwrite bytes that an ev_read_iov still pins (the old one is freed at
+ * its last ev_read_done): lines leave only by count. */
 struct ev_ring {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -111,19 +111,20 @@ static bool pinned(const struct ev_ring *r, const char *buf)
 }
 
 /* Make room for n more bytes at head, keeping [tail, head) and every pinned
- * byte of buf: a new buffer, doubled as often as needed, when they do not
- * fit; the old one is freed, or retired while pinned. -ENOMEM changes
- * nothing. */
+ * byte of buf. When they do not fit, a new buffer: doubled as often as the
+ * retained lines and the new one need (pins never make it larger: the one
+ * they pin is retired, not overwritten, and freed at their last release).
+ * -ENOMEM changes nothing. */
 static int make_room(struct ev_ring *r, uint64_t tail, size_t n)
 {
     uint64_t low = tail;
     for (const struct ev_pin *p = r->pins; p; p = p->next)
         if (p->buf == r->buf && p->from < low)
             low = p->from;
-    size_t need = (size_t)(r->head - low) + n, size = r->size;
-    if (need <= size)
+    if ((size_t)(r->head - low) + n <= r->size)
         return 0;
-    while (size < need)
+    size_t keep = (size_t)(r->head - tail) + n, size = r->size;
+    while (size < keep)
         size *= 2;
     char *nb = malloc(size);
     struct retired *old = pinned(r, r->buf) ? malloc(sizeof(*old)) : NULL;
