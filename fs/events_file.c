@@ -100,18 +100,31 @@ int fs_events_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info
 }
 
 /* Answer a read from the ring; with e->mu held. Returns false (and does not
- * answer) when there is nothing to read. */
+ * answer) when there is nothing to read. The ring's spans are pinned
+ * (ev_read_iov), copied out with no ring lock held, and the reply written
+ * from that copy: the kernel copies from a buffer just written (in cache)
+ * faster than from the ring's pages, measured (docs/benchmarks.md,
+ * events_replay). With no memory for the copy, from the ring itself. */
 static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
 {
+    struct ev_ring *ring = reg_events(fs->reg);
+    struct iovec iov[EV_READ_IOV];
+    struct ev_pin pin;
+    int niov;
+    size_t n = ev_read_iov(ring, &r->cur, size, iov, &niov, &pin);
     char stack[16384];
-    char *buf = size <= sizeof(stack) ? stack : malloc(size);
-    if (!buf) {
-        fuse_reply_err(req, ENOMEM);
-        return true;
-    }
-    size_t n = ev_read(reg_events(fs->reg), &r->cur, buf, size);
-    if (n)
+    char *buf = n <= sizeof(stack) ? stack : malloc(n);
+    if (n && buf) {
+        size_t k = 0;
+        for (int i = 0; i < niov; k += iov[i++].iov_len)
+            memcpy(buf + k, iov[i].iov_base, iov[i].iov_len);
+        ev_read_done(ring, &pin);
         fuse_reply_buf(req, buf, n);
+    } else {
+        if (n)
+            fuse_reply_iov(req, iov, niov);
+        ev_read_done(ring, &pin);
+    }
     if (buf != stack)
         free(buf);
     return n > 0;

@@ -9,9 +9,13 @@
  * Valid names and sanitised plugin strings contain none of these, so their
  * lines read as written. reason comes last and runs to the end of the line.
  * A line that would pass 2046 bytes (plus newline) is cut where the field
- * that did not fit began and ends in "...\n". The ring keeps the last `cap` lines; a reader keeps
- * its own cursor and never blocks a writer. A reader overtaken by the ring
- * reads one line `lost N` and carries on with the oldest retained line.
+ * that did not fit began and ends in "...\n". The ring keeps the last `cap`
+ * lines, whatever their lengths: their bytes lie one after the other in one
+ * buffer, which doubles (and never shrinks) when they do not fit, so a read
+ * copies one or two spans. A reader keeps its own cursor and never blocks a
+ * writer. A reader overtaken by the ring reads one line `lost N` and carries
+ * on with the oldest retained line; overtaken in the middle of a line, it
+ * gets that line cut (ending in "...\n", as above), counted in N.
  *
  * Appending and publishing are two steps: an appended line gets its seq at
  * once but readers (ev_read, ev_ready, ev_wait, `lost N`) see it only once
@@ -26,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct ev_ring;
 
@@ -67,6 +72,24 @@ void ev_cursor_init(struct ev_ring *r, struct ev_cursor *c);
 /* Copy up to cap bytes of the following lines; a line may be split across
  * calls. Returns bytes copied, 0 when caught up. */
 size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap);
+/* A zero-copy read: ev_read_iov hands out up to EV_READ_IOV iovecs (what is
+ * left of `lost N` lines, in pend, then one or two spans of the ring's
+ * buffer) instead of copying, and moves the cursor past them, as ev_read.
+ * The spans stay valid until ev_read_done(r, pin), which must follow (no
+ * lock needed between): an append that would overwrite them, or grow the
+ * buffer, moves the ring to a new buffer and frees the old one at the last
+ * ev_read_done, so a pin never blocks a writer. pin: the caller's storage,
+ * untouched by others until ev_read_done. */
+#define EV_READ_IOV 3
+struct ev_pin {
+    const char *buf;          /* the buffer pinned, NULL none */
+    uint64_t from;            /* lowest byte position pinned in it */
+    struct ev_pin *next;
+    char pend[64];            /* the `lost N` bytes handed out */
+};
+size_t ev_read_iov(struct ev_ring *r, struct ev_cursor *c, size_t cap,
+                   struct iovec iov[EV_READ_IOV], int *niov, struct ev_pin *pin);
+void ev_read_done(struct ev_ring *r, struct ev_pin *pin);
 /* 1 if ev_read would return data now. */
 int ev_ready(struct ev_ring *r, const struct ev_cursor *c);
 /* Wait until ev_ready or timeout_ms passes (<0: for ever); 1 ready, 0 not. */

@@ -139,7 +139,9 @@ static void fill_ring(struct tf *t)
 }
 
 /* One `cat path` until its cfg.events-th line: lines/s. What it read goes
- * to save (when >= 0) too. */
+ * to save (when >= 0) too. Lines are counted with memchr: counted a byte at
+ * a time, this reader took 5 ms of the tmpfs side's 9 ms and bounded both
+ * sides instead of cat. */
 static double cat_lines(const char *path, int save)
 {
     int fds[2];
@@ -153,9 +155,10 @@ static double cat_lines(const char *path, int save)
     long lines = 0;
     ssize_t n;
     while (lines < cfg.events && (n = read(fds[0], buf, sizeof(buf))) > 0) {
-        ssize_t keep = 0;
-        while (keep < n && lines < cfg.events)
-            lines += buf[keep++] == '\n';
+        const char *p = buf, *end = buf + n;
+        while (lines < cfg.events && (p = memchr(p, '\n', (size_t)(end - p))))
+            lines++, p++;
+        ssize_t keep = lines < cfg.events ? n : p - buf;
         if (save >= 0 && write(save, buf, (size_t)keep) != keep)
             say("events: cannot save the lines");
     }
