@@ -13,10 +13,9 @@
  * runnable on it and stops at the first yield that ran another task (on a
  * busy CPU a sleeping thread's request wakes it ahead of the others, a
  * polling one would wait its turn: 35 ms once in events_order), and lasts
- * FS_SPIN_NS after the last request, or while a request handed to a writer
- * is outstanding and FS_SPIN_NS after a writer answered one (a hook's
- * mkdir, symlink, rmdir come one after the other, each after the answer
- * to the one before): an idle csifs sleeps in poll(2) as before. */
+ * FS_SPIN_NS after the last request only, and not after one handed to a
+ * writer (whose commit answers it later): an idle csifs sleeps in poll(2)
+ * as before. */
 #include "fs/serve.h"
 
 #include <errno.h>
@@ -33,44 +32,23 @@
 #ifndef FS_SPIN_NS                  /* -DFS_SPIN_NS=0: sleep at once, as before */
 #define FS_SPIN_NS 200000
 #endif
-/* How long it stays awake for an outstanding request handed to a writer:
- * a few fsyncs (about 0.3 ms each here); longer ones sleep. */
-#define FS_SPIN_HANDED_NS 2000000
 /* A sched_yield that took longer ran another task: the CPU is contended. */
 #define FS_YIELD_BUSY_NS 20000
+
+/* Set by fs_serve_handed_off during a request: its answer comes from
+ * another thread, later (a writer's commit), so no poll after it. */
+static _Thread_local bool handed_off;
+
+void fs_serve_handed_off(void)
+{
+    handed_off = true;
+}
 
 static int64_t mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Requests handed to writers and not answered yet; when one last was
- * answered; when the FUSE thread last handed one off. */
-static int outstanding;
-static int64_t answered_ns;
-static _Thread_local int64_t handed_ns;
-
-void fs_serve_handed_off(void)
-{
-    __atomic_add_fetch(&outstanding, 1, __ATOMIC_RELAXED);
-    handed_ns = mono_ns();
-}
-
-void fs_serve_answered(void)
-{
-    __atomic_store_n(&answered_ns, mono_ns(), __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&outstanding, 1, __ATOMIC_RELEASE);
-}
-
-/* Whether the loop stays awake at now. */
-static bool awake(int64_t now, int64_t awake_until)
-{
-    return now < awake_until ||
-           (now < handed_ns + FS_SPIN_HANDED_NS &&
-            __atomic_load_n(&outstanding, __ATOMIC_ACQUIRE) > 0) ||
-           now < __atomic_load_n(&answered_ns, __ATOMIC_RELAXED) + FS_SPIN_NS;
 }
 
 int fs_serve(struct fuse_session *se)
@@ -80,16 +58,16 @@ int fs_serve(struct fuse_session *se)
         return -errno;
     struct fuse_buf buf = { .mem = NULL };
     int64_t awake_until = 0;
-    bool contended = false;
     int rc = 0;
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &buf);
         int64_t now = res == -EAGAIN ? mono_ns() : 0;
-        if (res == -EAGAIN && !contended && awake(now, awake_until)) {
+        if (res == -EAGAIN && now < awake_until) {
             /* Another task wanted this CPU: sleep instead, so that a
              * request wakes this thread ahead of them as before. */
             sched_yield();
-            contended = mono_ns() - now > FS_YIELD_BUSY_NS;
+            if (mono_ns() - now > FS_YIELD_BUSY_NS)
+                awake_until = 0;
         } else if (res == -EAGAIN) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
             if (poll(&p, 1, -1) < 0 && errno != EINTR) {
@@ -97,9 +75,9 @@ int fs_serve(struct fuse_session *se)
                 break;
             }
         } else if (res > 0) {
-            contended = false;
+            handed_off = false;
             fuse_session_process_buf(se, &buf);
-            awake_until = mono_ns() + FS_SPIN_NS;
+            awake_until = handed_off ? 0 : mono_ns() + FS_SPIN_NS;
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;

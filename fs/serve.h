@@ -9,10 +9,7 @@
 
 int fs_serve(struct fuse_session *se);
 /* From a handler on the FUSE thread: this request is answered by another
- * thread later (workq.h); from that thread once it answered. The loop
- * polls while such a request is outstanding and for a while after its
- * answer, when the caller's next request comes. */
+ * thread later (workq.h), so the loop does not poll after it. */
 void fs_serve_handed_off(void);
-void fs_serve_answered(void);
 
 #endif

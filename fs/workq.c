@@ -77,7 +77,6 @@ static void *writer(void *arg)
         pthread_mutex_unlock(&q->mu);
         run(j);
         free(j);
-        fs_serve_answered();
         pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);
@@ -116,7 +115,6 @@ void fs_workq_stop(struct fs *fs)
         q->head = j->next;
         run(j);
         free(j);
-        fs_serve_answered();
     }
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
