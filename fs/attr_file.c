@@ -102,8 +102,7 @@ void fs_attr_read(struct fs *fs, fuse_req_t req, struct fs_fh *h, size_t size, o
     struct attr_file *a = (struct attr_file *)h;
     const struct fs_node *n = &h->n;
     pthread_mutex_lock(&a->mu);
-    bool fresh = off == 0 || !a->buf;
-    int rc = fresh ? snapshot(fs, n, a) : 0;
+    int rc = off == 0 || !a->buf ? snapshot(fs, n, a) : 0;
     if (rc < 0) {
         pthread_mutex_unlock(&a->mu);
         fuse_reply_err(req, -rc);

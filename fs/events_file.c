@@ -12,7 +12,7 @@ struct reader {
     struct fs_fh h;                  /* first */
     struct ev_cursor cur;
     struct fuse_pollhandle *ph;      /* armed poll, or NULL */
-    struct reader *prev, *next;
+    LIST_ENTRY(reader) link;         /* fs_events.readers */
 };
 
 /* A read kept for later. Found by id (never by pointer) from the interrupt
@@ -27,7 +27,7 @@ struct waiter {
 
 struct fs_events {
     pthread_mutex_t mu;
-    struct reader *readers;
+    LIST_HEAD(, reader) readers;
     struct waiter *waiting;
     uint64_t next_id;
     unsigned nreaders;
@@ -39,6 +39,7 @@ int fs_events_init(struct fs *fs)
     if (!fs->events)
         return -ENOMEM;
     pthread_mutex_init(&fs->events->mu, NULL);
+    LIST_INIT(&fs->events->readers);
     fs->events->next_id = 1;
     return 0;
 }
@@ -54,13 +55,7 @@ void fs_events_fini(struct fs *fs)
         fuse_reply_err(w->req, EINTR);
         free(w);
     }
-    while (e->readers) {
-        struct reader *r = e->readers;
-        e->readers = r->next;
-        if (r->ph)
-            fuse_pollhandle_destroy(r->ph);
-        free(r);
-    }
+    /* no reader is left: fs_destroy released every open file first */
     pthread_mutex_destroy(&e->mu);
     free(e);
     fs->events = NULL;
@@ -87,10 +82,7 @@ int fs_events_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info
         return -ENOMEM;
     ev_cursor_init(reg_events(fs->reg), &r->cur);
     pthread_mutex_lock(&e->mu);
-    r->next = e->readers;
-    if (e->readers)
-        e->readers->prev = r;
-    e->readers = r;
+    LIST_INSERT_HEAD(&e->readers, r, link);
     e->nreaders++;
     pthread_mutex_unlock(&e->mu);
     *out = &r->h;
@@ -232,12 +224,7 @@ void fs_events_release(struct fs *fs, struct fs_fh *h)
             pp = &(*pp)->next;
         }
     }
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        e->readers = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+    LIST_REMOVE(r, link);
     if (r->ph) {
         fuse_pollhandle_destroy(r->ph);
         watch(fs, -1);
@@ -262,7 +249,8 @@ void fs_events_wake(struct fs *fs)
             pp = &w->next;
         }
     }
-    for (struct reader *r = e->readers; r; r = r->next) {
+    struct reader *r;
+    LIST_FOREACH(r, &e->readers, link) {
         if (r->ph && ev_ready(reg_events(fs->reg), &r->cur)) {
             fuse_lowlevel_notify_poll(r->ph);
             fuse_pollhandle_destroy(r->ph);

@@ -199,6 +199,7 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     fs->mount_ns = (int64_t)time(NULL) * 1000000000;
     fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
     pthread_mutex_init(&fs->fh_mu, NULL);
+    LIST_INIT(&fs->open_fhs);
     pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
     int rc = fs_events_init(fs);
     if (rc == 0)

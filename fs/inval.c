@@ -147,9 +147,11 @@ void fs_inval_stop(struct fs *fs)
     fs->inval = NULL;
 }
 
-static void queue(struct fs *fs, fuse_ino_t parent, const char *name)
+void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     struct fs_inval *v = fs->inval;
+    if (!fs_lookups_known(fs, parent))
+        return;                      /* no dentry can be under an unknown dir */
     struct entry_job *j = calloc(1, sizeof(*j));
     if (!v || !j) {
         free(j);
@@ -162,12 +164,6 @@ static void queue(struct fs *fs, fuse_ino_t parent, const char *name)
     v->tail = &j->next;
     pthread_cond_signal(&v->cv);
     pthread_mutex_unlock(&v->mu);
-}
-
-void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
-{
-    if (fs_lookups_known(fs, parent))
-        queue(fs, parent, name);     /* else no dentry can be under it */
 }
 
 static void inode(struct fs *fs, fuse_ino_t ino)

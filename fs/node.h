@@ -18,6 +18,7 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ struct fs {
     /* Open files: a file still open when the connection ends gets no
      * RELEASE; fs_destroy releases them (fs_fh_release_all). Leaf lock. */
     pthread_mutex_t fh_mu;
-    struct fs_fh *open_fhs;
+    LIST_HEAD(, fs_fh) open_fhs;
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
@@ -101,7 +102,7 @@ struct fs_node {
 struct fs_fh {
     enum fs_kind kind;
     struct fs_node n;            /* as resolved at open */
-    struct fs_fh *prev, *next;   /* fs->open_fhs, under fs->fh_mu */
+    LIST_ENTRY(fs_fh) link;      /* fs->open_fhs, under fs->fh_mu */
 };
 
 struct fs_dirbuf;

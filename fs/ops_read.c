@@ -65,10 +65,7 @@ void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void fh_link(struct fs *fs, struct fs_fh *h)
 {
     pthread_mutex_lock(&fs->fh_mu);
-    h->prev = NULL;
-    if ((h->next = fs->open_fhs))
-        h->next->prev = h;
-    fs->open_fhs = h;
+    LIST_INSERT_HEAD(&fs->open_fhs, h, link);
     pthread_mutex_unlock(&fs->fh_mu);
 }
 
@@ -76,20 +73,15 @@ static void fh_link(struct fs *fs, struct fs_fh *h)
 static void fh_release(struct fs *fs, struct fs_fh *h)
 {
     pthread_mutex_lock(&fs->fh_mu);
-    if (h->prev)
-        h->prev->next = h->next;
-    else
-        fs->open_fhs = h->next;
-    if (h->next)
-        h->next->prev = h->prev;
+    LIST_REMOVE(h, link);
     pthread_mutex_unlock(&fs->fh_mu);
     fs_kinds[h->kind].release(fs, h);
 }
 
 void fs_fh_release_all(struct fs *fs)
 {
-    while (fs->open_fhs)
-        fh_release(fs, fs->open_fhs);
+    while (!LIST_EMPTY(&fs->open_fhs))
+        fh_release(fs, LIST_FIRST(&fs->open_fhs));
 }
 
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -135,9 +135,8 @@ static void show_current(struct reg *reg, const struct reg_change *c)
 {
     pthread_rwlock_wrlock(&reg->lock);
     struct plugin *p = model_as_plugin(model_by_seq(reg, c->plugin));
-    struct inst *i = model_as_inst(model_by_seq(reg, c->to));
-    if (p)
-        p->shown = i && i->plugin == p ? i : NULL;   /* gone: a later change shows the next */
+    if (p)   /* c->to gone since (removed later in the batch): a later change shows the next */
+        p->shown = model_as_inst(model_by_seq(reg, c->to));
     pthread_rwlock_unlock(&reg->lock);
 }
 
