@@ -170,16 +170,6 @@ static void take_batch(struct csi_prober *p, struct batch *b)
     p->dirty = NULL;
     p->ndirty = p->dirty_cap = 0;
     STAILQ_CONCAT(&b->done, &p->done);
-    p->wakes_at_ms = 0;
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* Publish when the scheduler's poll of timeout ms ends by itself
- * (pr_queue_done then need not wake it). */
-static void sleeping(struct csi_prober *p, int timeout)
-{
-    pthread_mutex_lock(&p->mu);
-    p->wakes_at_ms = timeout < 0 ? INT64_MAX : csifs_mono_ms() + timeout;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -253,9 +243,7 @@ static void *scheduler(void *arg)
             obey(p, pi, pr_round_start(p, pi));
         struct pollfd fds[2] = { { .fd = p->wake_fd, .events = POLLIN },
                                  { .fd = p->ino_fd, .events = POLLIN } };
-        int timeout = b.go ? pr_next_timeout(p) : -1;
-        sleeping(p, timeout);
-        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, timeout) < 0 &&
+        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, b.go ? pr_next_timeout(p) : -1) < 0 &&
             errno != EINTR)
             pr_log(p, LOG_ERR, "poll: %s", strerror(errno));
         uint64_t n;

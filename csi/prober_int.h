@@ -30,10 +30,6 @@
 /* A wake-up starts every round due within this many ms (fewer wake-ups; a
  * round is never more than this early) */
 #define PR_BATCH_MS 1
-/* A finished call does not wake the scheduler when it wakes by itself
- * within this many ms (at high rates, for the next due round): a result is
- * applied at most this late, and a probe costs one wake-up, not two */
-#define PR_DONE_LAG_MS 2
 
 /* The calls of a round, in order (PR_SERVICE_CAPS: NodeGetCapabilities or
  * ControllerGetCapabilities by type; csi-controller skips PR_NODE_INFO). */
@@ -98,7 +94,6 @@ struct csi_prober {
     uint64_t *dirty;               /* instances whose socket may have changed */
     size_t ndirty, dirty_cap;
     STAILQ_HEAD(, pdone) done;
-    int64_t wakes_at_ms;           /* 0: awake; else when its poll ends by itself */
 
     /* scheduler thread only */
     void *tree;                    /* tsearch tree of struct pinst by seq */
