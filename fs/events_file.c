@@ -107,9 +107,7 @@ static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
     char stack[16384];
     char *buf = n <= sizeof(stack) ? stack : malloc(n);
     if (n && buf) {
-        size_t k = 0;
-        for (int i = 0; i < niov; k += iov[i++].iov_len)
-            memcpy(buf + k, iov[i].iov_base, iov[i].iov_len);
+        ev_iov_copy(buf, iov, niov);
         ev_read_done(ring, &pin);
         fuse_reply_buf(req, buf, n);
     } else {

@@ -126,9 +126,10 @@ static int make_room(struct ev_ring *r, uint64_t tail, size_t n)
     size_t keep = (size_t)(r->head - tail) + n, size = r->size;
     while (size < keep)
         size *= 2;
+    bool keep_old = pinned(r, r->buf);
     char *nb = malloc(size);
-    struct retired *old = pinned(r, r->buf) ? malloc(sizeof(*old)) : NULL;
-    if (!nb || (pinned(r, r->buf) && !old)) {
+    struct retired *old = keep_old ? malloc(sizeof(*old)) : NULL;
+    if (!nb || (keep_old && !old)) {
         free(nb);
         return -ENOMEM;
     }
@@ -413,13 +414,18 @@ size_t ev_read(struct ev_ring *r, struct ev_cursor *c, char *buf, size_t cap)
     int nsp;
     uint64_t from;
     pthread_mutex_lock(&r->mu);
-    size_t n = gather(r, c, cap, pend, sp, &nsp, &from), k = 0;
-    for (int i = 0; i < nsp; i++) {
-        memcpy(buf + k, sp[i].iov_base, sp[i].iov_len);
-        k += sp[i].iov_len;
-    }
+    size_t n = gather(r, c, cap, pend, sp, &nsp, &from);
+    ev_iov_copy(buf, sp, nsp);
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+size_t ev_iov_copy(char *dst, const struct iovec *iov, int niov)
+{
+    size_t k = 0;
+    for (int i = 0; i < niov; k += iov[i++].iov_len)
+        memcpy(dst + k, iov[i].iov_base, iov[i].iov_len);
+    return k;
 }
 
 size_t ev_read_iov(struct ev_ring *r, struct ev_cursor *c, size_t cap,
@@ -450,8 +456,9 @@ void ev_read_done(struct ev_ring *r, struct ev_pin *pin)
             *pp = pin->next;
             break;
         }
-    for (struct retired **pp = &r->retired; *pp; pp = &(*pp)->next)
-        if ((*pp)->buf == pin->buf && !pinned(r, pin->buf)) {
+    bool last = !pinned(r, pin->buf);   /* then a retired buffer goes */
+    for (struct retired **pp = &r->retired; last && *pp; pp = &(*pp)->next)
+        if ((*pp)->buf == pin->buf) {
             struct retired *o = *pp;
             *pp = o->next;
             free(o->buf);

@@ -90,6 +90,8 @@ struct ev_pin {
 size_t ev_read_iov(struct ev_ring *r, struct ev_cursor *c, size_t cap,
                    struct iovec iov[EV_READ_IOV], int *niov, struct ev_pin *pin);
 void ev_read_done(struct ev_ring *r, struct ev_pin *pin);
+/* Copy the niov spans one after the other into dst; returns the bytes. */
+size_t ev_iov_copy(char *dst, const struct iovec *iov, int niov);
 /* 1 if ev_read would return data now. */
 int ev_ready(struct ev_ring *r, const struct ev_cursor *c);
 /* Wait until ev_ready or timeout_ms passes (<0: for ever); 1 ready, 0 not. */

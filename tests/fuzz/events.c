@@ -87,8 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct ev_pin pin;
         int niov;
         while ((k = ev_read_iov(ring, &c, sizeof(line) - 1 - len, iov, &niov, &pin)) > 0) {
-            for (int i = 0; i < niov; i++, len += iov[i - 1].iov_len)
-                memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
+            len += ev_iov_copy(line + len, iov, niov);
             ev_read_done(ring, &pin);
         }
     } else {

@@ -73,36 +73,43 @@ static void check_retained(struct ev_ring *r)
     cr_assert(!memcmp(got, want, w), "after %zu lines: the replay differs", nseen);
 }
 
-/* Short lines wrap the byte buffer (1 KiB for 8 lines) many times over. */
-Test(events_ring, byte_ring_wraps_around)
+/* RING_LINES appends to a fresh ring, line k's value len_of(k) bytes, the
+ * replay checked after each. */
+static void append_checking(size_t (*len_of)(int k))
 {
     struct ev_ring *r;
     cr_assert_eq(ev_ring_new(&r, RING_CAP, 1), 0);
     struct ev_cursor f;
     ev_cursor_init(r, &f);
     for (int k = 0; k < RING_LINES; k++) {
-        append_len(r, &f, (size_t)(k * 7 % 40));
+        append_len(r, &f, len_of(k));
         check_retained(r);
     }
     forget_seen();
     ev_ring_free(r);
 }
 
+static size_t short_len(int k)
+{
+    return (size_t)(k * 7 % 40);
+}
+
+/* Short lines wrap the byte buffer (1 KiB for 8 lines) many times over. */
+Test(events_ring, byte_ring_wraps_around)
+{
+    append_checking(short_len);
+}
+
+static size_t growing_len(int k)
+{
+    return k < 40 ? (size_t)k * 10 : k < 60 ? 2500 : (size_t)(k * 613 % 2100);
+}
+
 /* Lines of every length up to the cut, long ones in a row: the buffer grows
  * and the ring still keeps exactly RING_CAP lines, none dropped for bytes. */
 Test(events_ring, byte_ring_grows_keeping_cap_lines)
 {
-    struct ev_ring *r;
-    cr_assert_eq(ev_ring_new(&r, RING_CAP, 1), 0);
-    struct ev_cursor f;
-    ev_cursor_init(r, &f);
-    for (int k = 0; k < RING_LINES; k++) {
-        size_t len = k < 40 ? (size_t)k * 10 : k < 60 ? 2500 : (size_t)(k * 613 % 2100);
-        append_len(r, &f, len);
-        check_retained(r);
-    }
-    forget_seen();
-    ev_ring_free(r);
+    append_checking(growing_len);
 }
 
 /* A reader in the middle of a line when the ring overtakes it: that line
@@ -152,12 +159,8 @@ static size_t read_iov_copy(struct ev_ring *r, struct ev_cursor *c, char *out, s
     struct iovec iov[EV_READ_IOV];
     struct ev_pin pin;
     int niov;
-    size_t n = ev_read_iov(r, c, cap, iov, &niov, &pin), k = 0;
-    for (int i = 0; i < niov; i++) {
-        memcpy(out + k, iov[i].iov_base, iov[i].iov_len);
-        k += iov[i].iov_len;
-    }
-    cr_assert_eq(k, n);
+    size_t n = ev_read_iov(r, c, cap, iov, &niov, &pin);
+    cr_assert_eq(ev_iov_copy(out, iov, niov), n);
     ev_read_done(r, &pin);
     return n;
 }
@@ -225,17 +228,13 @@ Test(events_ring, pinned_spans_outlive_wraps_and_growth)
         struct ev_pin p1, p2;
         int n1, n2;
         static char snap1[4096], snap2[RING_CAP * 2048];
-        size_t len1 = ev_read_iov(r, &c1, sizeof(snap1), v1, &n1, &p1), k = 0;
-        for (int i = 0; i < n1; i++, k += v1[i - 1].iov_len)
-            memcpy(snap1 + k, v1[i].iov_base, v1[i].iov_len);
-        cr_assert(len1 > 0 && k == len1);
+        size_t len1 = ev_read_iov(r, &c1, sizeof(snap1), v1, &n1, &p1), k;
+        cr_assert(len1 > 0 && ev_iov_copy(snap1, v1, n1) == len1);
         for (int j = 0; j < 3 * RING_CAP; j++)   /* over p1's bytes: a new buffer */
             append_len(r, &f, 40);
         ev_cursor_init(r, &c2);
         size_t len2 = ev_read_iov(r, &c2, sizeof(snap2), v2, &n2, &p2);
-        k = 0;
-        for (int i = 0; i < n2; i++, k += v2[i - 1].iov_len)
-            memcpy(snap2 + k, v2[i].iov_base, v2[i].iov_len);
+        ev_iov_copy(snap2, v2, n2);
         for (int j = 0; j < 3 * RING_CAP; j++)   /* long lines: the buffer grows */
             append_len(r, &f, 1500);
         check_retained(r);
@@ -341,8 +340,7 @@ Test(events_ring, pinned_reader_races_a_writer)
             continue;
         }
         sched_yield();                           /* let the writer run over the pin */
-        for (int i = 0; i < niov; have += iov[i++].iov_len)
-            memcpy(acc + have, iov[i].iov_base, iov[i].iov_len);
+        have += ev_iov_copy(acc + have, iov, niov);
         ev_read_done(r, &pin);
         char *l = acc, *nl;
         while ((nl = memchr(l, '\n', have - (size_t)(l - acc)))) {
