@@ -10,10 +10,14 @@
  *                                    prints the RSS growth per channel in KiB
  *   csi-probe SOCKET COUNT INTERVAL_MS   the same through csi/client.h, with
  *                                    the latency it reports: README evidence
- *   fanout SOCKET_BASE N SECONDS     probe each of those N channels once a
- *                                    second for SECONDS, evenly spread:
- *                                    prints the p99 latency in ms and the
- *                                    CPU used (% of one core)
+ *   fanout SOCKET_BASE N SECONDS [go]   probe each of those N channels
+ *                                    once a second for SECONDS, evenly
+ *                                    spread: prints the p99 latency in ms,
+ *                                    the CPU used (% of one core), the p50
+ *                                    and the p99.9; with "go", the channels
+ *                                    are dialled first and the SECONDS start
+ *                                    when a byte (or EOF) comes on stdin
+ *   csi-fanout ...                   the same through csi/client.h
  *   csi-channels SOCKET_BASE N       the same through csi/client.h (the
  *                                    channel arguments and queue thread that
  *                                    csifs uses): README evidence, not a row
@@ -26,6 +30,7 @@
 #include "tests/bench/bench.h"
 #include "csi/client.h"
 
+#include <errno.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -167,28 +172,52 @@ static double cpu_s(void)
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-static int fanout_main(const char *base, int n, int seconds)
+static struct csi_chan **csi_chs;
+
+/* Probe channel i of the fanout: its latency in us, or -1. */
+static double fan_bare(int i)
 {
-    grpc_channel **chs = calloc((size_t)n, sizeof(*chs));
+    return probe(bare_chans[i]);
+}
+
+static double fan_csi(int i)
+{
+    csi_ch = csi_chs[i];
+    return csi_probe(NULL);
+}
+
+static int fanout_main(const char *base, int n, int seconds, bool go, double (*call)(int))
+{
     double *lat = calloc((size_t)n * (size_t)seconds, sizeof(double));
     char path[4200];
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof(path), "%s.%d", base, i);
-        probe(chs[i] = dial(path));
+        if (call == fan_bare)
+            bare_chans[i] = dial(path);
+        else if (csi_chan_open(client, path, &csi_chs[i]) < 0)
+            return 1;
+        call(i);
     }
+    char byte;
+    if (go && (putchar('\n') == EOF || fflush(stdout) == EOF))
+        return 1;
+    while (go && read(STDIN_FILENO, &byte, 1) < 0 && errno == EINTR)
+        ;
     double t0 = now_s(), c0 = cpu_s();
     for (int s = 0; s < seconds; s++)
         for (int i = 0; i < n; i++) {
             double wait = t0 + s + (double)i / n - now_s();
             if (wait > 0)
                 sleep_s(wait);
-            double us = probe(chs[i]);
+            double us = call(i);
             if (us >= 0)
                 lat[k++] = us / 1000;
         }
     double cpu = (cpu_s() - c0) / (now_s() - t0) * 100;
-    printf("%.3f %.1f\n", bench_pct(lat, k, 99), cpu);
+    /* p99 and CPU: the row's figures; p50 and p99.9 for its note */
+    printf("%.3f %.1f %.3f %.3f\n", bench_pct(lat, k, 99), cpu, bench_pct(lat, k, 50),
+           bench_pct(lat, k, 99.9));
     return k ? 0 : 1;
 }
 
@@ -198,13 +227,18 @@ int bare_main(int argc, char **argv)
     cq = grpc_completion_queue_create_for_pluck(NULL);
     creds = grpc_insecure_credentials_create();
     int rc = 2;
+    bool go = argc == 5 && !strcmp(argv[4], "go"), fan_args = argc == 4 || go;
     if (argc == 4 && !strcmp(argv[0], "probe"))
         rc = probe_main(argv[1], atoi(argv[2]), atoi(argv[3]), probe);
     else if (argc == 4 && !strcmp(argv[0], "csi-probe") && csi_client_new(&client) == 0 &&
              csi_chan_open(client, argv[1], &csi_ch) == 0)
         rc = probe_main(argv[1], atoi(argv[2]), atoi(argv[3]), csi_probe);
-    else if (argc == 4 && !strcmp(argv[0], "fanout"))
-        rc = fanout_main(argv[1], atoi(argv[2]), atoi(argv[3]));
+    else if (fan_args && !strcmp(argv[0], "fanout") &&
+             (bare_chans = calloc((size_t)atoi(argv[2]) + 1, sizeof(*bare_chans))))
+        rc = fanout_main(argv[1], atoi(argv[2]), atoi(argv[3]), go, fan_bare);
+    else if (fan_args && !strcmp(argv[0], "csi-fanout") && csi_client_new(&client) == 0 &&
+             (csi_chs = calloc((size_t)atoi(argv[2]) + 1, sizeof(*csi_chs))))
+        rc = fanout_main(argv[1], atoi(argv[2]), atoi(argv[3]), go, fan_csi);
     else if (argc == 3 && !strcmp(argv[0], "channels")) {
         bare_chans = calloc((size_t)atoi(argv[2]) + 1, sizeof(*bare_chans));
         rc = channels_main(argv[1], atoi(argv[2]), open_bare);

@@ -79,6 +79,9 @@ int64_t wall_ms(void);                   /* CLOCK_REALTIME in ms */
 void sleep_s(double s);
 long proc_rss_kib(pid_t pid);            /* VmRSS, -1 on error */
 double proc_cpu_s(pid_t pid);            /* utime + stime, -1 on error */
+/* The machine's CPU time so far, all CPUs (/proc/stat): busy (user, nice,
+ * system, irq, softirq) and stolen by the hypervisor; 0 or -errno. */
+int sys_cpu_steal(double *busy_s, double *steal_s);
 /* Fork + exec argv (NULL-terminated) with stdout on out_fd (-1: /dev/null)
  * and stdin on in_fd (-1: /dev/null); returns the pid or -errno. */
 pid_t run_bg(const char *const *argv, int in_fd, int out_fd);
@@ -89,6 +92,17 @@ int run_fg(const char *const *argv);
  * got, or -EIO when argv failed. */
 double run_value(const char *const *argv);
 int run_values(const char *const *argv, double *v, int n);
+/* The same in two steps, for a child that runs while the caller measures
+ * something else: run_start forks it with a pipe on its stdin (r->in: write
+ * to it) and one on its stdout; run_finish closes r->in, reads what it
+ * printed, waits for it and parses like run_values. */
+struct run {
+    const char *const *argv;
+    pid_t pid;
+    int in, out;
+};
+int run_start(const char *const *argv, struct run *r);
+int run_finish(struct run *r, double *v, int n);
 /* This binary (for the child modes). */
 const char *self_exe(void);
 /* echo 2 > /proc/sys/vm/drop_caches: the kernel forgets every unused dentry

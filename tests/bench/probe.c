@@ -111,27 +111,51 @@ static void collect(struct tf *t, const char *prefix, int n, int64_t from, int64
 }
 
 /* Watch csifs for secs: its CPU (% of one core) and the p99 of the live
- * instances' probes meanwhile (ms; `history` holds the last 16 of each). */
+ * instances' probes meanwhile (ms; `history` holds the last 16 of each).
+ * bare, if not NULL, is a `--child bare fanout ... go` waiting to start. */
 static void window(struct tf *t, int secs, double *cpu, double *p99, double *busiest,
-                   const char *what)
+                   const char *what, struct run *bare)
 {
+    double b0 = 0, st0 = 0, b1 = 0, st1 = 0;
+    (void)sys_cpu_steal(&b0, &st0);
     double c0 = proc_cpu_s(t->pid), s0 = now_s();
     int64_t w0 = wall_ms();
+    if (bare && write(bare->in, "g", 1) != 1)
+        say("  %s: cannot start the bare gRPC core client: %s", what, strerror(errno));
     sleep_s(secs);
     double c1 = proc_cpu_s(t->pid), s1 = now_s();
     int64_t w1 = wall_ms();
+    (void)sys_cpu_steal(&b1, &st1);
     static struct lat l;
     memset(&l, 0, sizeof(l));
     collect(t, "l", cfg.live, w0, w1, &l);
     *cpu = (c1 - c0) / (s1 - s0) * 100;
     *p99 = bench_pct(l.v, l.n, 99);
-    say("  %s: %zu probes, %d not ok, p50 %.3f ms, p99 %.3f ms, max %.3f ms, cpu %.1f%%, "
-        "%.0f%% of them in the busiest 100 ms of the second", what, l.n, l.failed,
-        bench_pct(l.v, l.n, 50), *p99, bench_pct(l.v, l.n, 100), *cpu, busiest_100ms(&l));
     *busiest = busiest_100ms(&l);
+    /* the hypervisor's share of the machine's CPU time meanwhile: what
+     * moves the tails from one window to the next (docs/benchmarks.md) */
+    double steal = 100 * (st1 - st0) / ((s1 - s0) * (double)sysconf(_SC_NPROCESSORS_ONLN));
+    say("  %s: %zu probes, %d not ok, p50 %.3f ms, p99 %.3f ms, max %.3f ms, cpu %.1f%%, "
+        "%.0f%% of them in the busiest 100 ms of the second; machine busy %.0f%%, steal %.1f%%",
+        what, l.n, l.failed, bench_pct(l.v, l.n, 50), *p99, bench_pct(l.v, l.n, 100), *cpu,
+        *busiest, 100 * (b1 - b0) / ((s1 - s0) * (double)sysconf(_SC_NPROCESSORS_ONLN)), steal);
     if (!strcmp(what, "fanout"))
-        bench_note(R_PROBE_FANOUT, "p50 %.2fms", bench_pct(l.v, l.n, 50));
+        bench_note(R_PROBE_FANOUT, "p50 %.2fms, steal %.1f%%", bench_pct(l.v, l.n, 50), steal);
     free(l.v);
+}
+
+/* Start bare gRPC core at the same rate (`--child bare fanout ... go`):
+ * it dials its channels, prints a newline, and waits for window()'s byte. */
+static int bare_start(struct run *r, const char *const *argv)
+{
+    int rc = run_start(argv, r);
+    char nl;
+    if (rc == 0 && read(r->out, &nl, 1) != 1) {
+        double v;
+        (void)run_finish(r, &v, 1);
+        rc = -EIO;
+    }
+    return rc;
 }
 
 #define FANOUT_MAX_S 15         /* REG_HISTORY - 1 */
@@ -160,28 +184,37 @@ static void fanout_rep(int rep)
     bench_sample(R_MEMORY_LIVE, (double)(rss1 - rss0) / cfg.live, NAN, per_chan);
 
     /* `history` keeps 16 probes per instance: a window of at most 15 s sees
-     * all of its probes; bare gRPC core is measured over as long a window
-     * (a p99 over 3 s against one over 16 s compared unequal tails) */
+     * all of its probes. Bare gRPC core probes the same sockets at the same
+     * rate in the same window: both see the same machine (a window of its
+     * own, before or after, differs by the hypervisor's steal of the
+     * moment: docs/benchmarks.md) */
     int secs_w = cfg.window_s < FANOUT_MAX_S ? cfg.window_s : FANOUT_MAX_S;
-    double cpu = NAN, p99 = NAN, busy = NAN, hcpu = NAN, hp99 = NAN, hbusy;
-    for (int k = 0; k < 2; k++) {
-        if ((k + rep) % 2 == 0) {
-            window(&t, secs_w, &cpu, &p99, &busy, "fanout");
-            continue;
-        }
-        if (attach(&t, "h", hung, cfg.hung) == 0)
-            window(&t, secs_w, &hcpu, &hp99, &hbusy, "hung");
-        detach(&t, "h", cfg.hung);
-        sleep_s(0.5);
-    }
-    /* the same probes/s from bare gRPC core, evenly spread, over a window
-     * as long: the machine's floor */
     char secs[16];
     snprintf(secs, sizeof(secs), "%d", secs_w);
-    const char *bare_fan[] = { self_exe(), "--child", "bare", "fanout", live, n, secs, NULL };
+    const char *bare_fan[] = { self_exe(), "--child", "bare", "fanout", live, n, secs, "go", NULL };
+    double cpu = NAN, p99 = NAN, busy = NAN, hcpu = NAN, hp99 = NAN, hbusy;
     double got[2] = { NAN, NAN };
-    if (run_values(bare_fan, got, 2) != 2)
-        got[0] = got[1] = NAN;
+    /* ... and in the hung window too, so that hung_neighbour compares two
+     * windows under the same load */
+    for (int k = 0; k < 2; k++) {
+        bool fan = (k + rep) % 2 == 0;
+        double v[2] = { NAN, NAN };
+        struct run r;
+        if ((!fan && attach(&t, "h", hung, cfg.hung) < 0) || bare_start(&r, bare_fan) < 0) {
+            detach(&t, "h", cfg.hung);
+            continue;
+        }
+        if (fan)
+            window(&t, secs_w, &cpu, &p99, &busy, "fanout", &r);
+        else
+            window(&t, secs_w, &hcpu, &hp99, &hbusy, "hung", &r);
+        if (run_finish(&r, v, 2) == 2 && fan)
+            memcpy(got, v, sizeof(got));
+        if (!fan) {
+            detach(&t, "h", cfg.hung);
+            sleep_s(0.5);
+        }
+    }
     bench_sample2(R_PROBE_FANOUT, cpu, p99, got[1], got[0]);
     bench_sample(R_PROBE_SPREAD, busy, NAN, NAN);
     bench_sample(R_HUNG_NEIGHBOUR, hp99, NAN, p99);

@@ -83,6 +83,24 @@ double proc_cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+int sys_cpu_steal(double *busy_s, double *steal_s)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return -errno;
+    unsigned long long v[8] = { 0 };
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8)
+        return -EIO;
+    double tick = (double)sysconf(_SC_CLK_TCK);
+    /* user nice system idle iowait irq softirq steal */
+    *busy_s = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / tick;
+    *steal_s = (double)v[7] / tick;
+    return 0;
+}
+
 pid_t run_bg(const char *const *argv, int in_fd, int out_fd)
 {
     pid_t pid = fork();
@@ -232,32 +250,61 @@ bool wait_files(struct tf *t, const char *fmt, int n, const char *want, double t
     return true;
 }
 
-int run_values(const char *const *argv, double *v, int n)
+int run_start(const char *const *argv, struct run *r)
 {
-    int fds[2];
-    if (pipe(fds) < 0)
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
         return -errno;
-    pid_t pid = run_bg(argv, -1, fds[1]);
-    close(fds[1]);
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(in[0]);
+        close(in[1]);
+        return -e;
+    }
+    r->argv = argv;
+    r->pid = run_bg(argv, in[0], out[1]);   /* dup2 clears O_CLOEXEC */
+    close(in[0]);
+    close(out[1]);
+    r->in = in[1];
+    r->out = out[0];
+    if (r->pid < 0) {
+        close(r->in);
+        close(r->out);
+        return r->pid;
+    }
+    return 0;
+}
+
+int run_finish(struct run *r, double *v, int n)
+{
     char buf[256];
     size_t len = 0;
-    ssize_t r;
+    ssize_t got;
+    close(r->in);
     while (len < sizeof(buf) - 1 &&
-           ((r = read(fds[0], buf + len, sizeof(buf) - 1 - len)) > 0 || (r < 0 && errno == EINTR)))
-        len += r > 0 ? (size_t)r : 0;
+           ((got = read(r->out, buf + len, sizeof(buf) - 1 - len)) > 0 ||
+            (got < 0 && errno == EINTR)))
+        len += got > 0 ? (size_t)got : 0;
     buf[len] = '\0';
-    close(fds[0]);
+    close(r->out);
     int st = -1, k = 0;
-    if (pid > 0)
-        waitpid(pid, &st, 0);
+    while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
+        ;
     for (char *p = buf, *end; k < n; p = end, k++) {
         v[k] = strtod(p, &end);
         if (end == p)
             break;
     }
     if (st != 0 || k < n)
-        say("%s %s: status %d, output '%s'", argv[0], argv[1] ? argv[1] : "", st, buf);
+        say("%s %s: status %d, output '%s'", r->argv[0], r->argv[1] ? r->argv[1] : "", st, buf);
     return st == 0 ? k : -EIO;
+}
+
+int run_values(const char *const *argv, double *v, int n)
+{
+    struct run r;
+    int rc = run_start(argv, &r);
+    return rc < 0 ? rc : run_finish(&r, v, n);
 }
 
 double run_value(const char *const *argv)
