@@ -239,11 +239,11 @@ static void *scheduler(void *arg)
             return NULL;
         now = csifs_mono_ms();
         struct pinst *pi;
-        while ((pi = pr_take_due(p, now + PR_BATCH_MS)))
+        while (pr_may_start(p, now) && (pi = pr_take_due(p, now + PR_BATCH_MS)))
             obey(p, pi, pr_round_start(p, pi));
         struct pollfd fds[2] = { { .fd = p->wake_fd, .events = POLLIN },
                                  { .fd = p->ino_fd, .events = POLLIN } };
-        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, b.go ? pr_next_timeout(p) : -1) < 0 &&
+        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, b.go ? pr_next_timeout(p, csifs_mono_ms()) : -1) < 0 &&
             errno != EINTR)
             pr_log(p, LOG_ERR, "poll: %s", strerror(errno));
         uint64_t n;
@@ -303,6 +303,7 @@ int csi_prober_start(struct csi_prober **out, struct reg *reg, const struct csi_
         p->o.health_timeout_ms = CSIFS_HEALTH_TIMEOUT_MS;
     p->ino_fd = -1;
     LIST_INIT(&p->all);
+    TAILQ_INIT(&p->lane);
     STAILQ_INIT(&p->done);
     p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (p->wake_fd < 0)

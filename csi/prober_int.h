@@ -30,6 +30,16 @@
 /* A wake-up starts every round due within this many ms (fewer wake-ups; a
  * round is never more than this early) */
 #define PR_BATCH_MS 1
+/* Lanes: a round starts only while fewer than csi_prober.lanes rounds that
+ * started less than PR_LANE_MS ago are in flight, so that rounds due
+ * together (instances sharing a millisecond of the grid, the backlog after
+ * a stall of the machine, a burst of pokes) go one after the other instead
+ * of queueing behind each other in the plugins and in csifs. A round late
+ * by PR_LATE_MS starts anyway, and there is one lane more for every
+ * PR_LANE_RATE rounds a second the heartbeat asks for. */
+#define PR_LANE_MS 2
+#define PR_LATE_MS 100
+#define PR_LANE_RATE 4000
 
 /* The calls of a round, in order (PR_SERVICE_CAPS: NodeGetCapabilities or
  * ControllerGetCapabilities by type; csi-controller skips PR_NODE_INFO). */
@@ -38,6 +48,8 @@ enum pr_step { PR_PROBE, PR_INFO, PR_PLUGIN_CAPS, PR_NODE_INFO, PR_SERVICE_CAPS 
 /* An instance that has a socket, as the scheduler sees it. */
 struct pinst {
     LIST_ENTRY(pinst) link;        /* csi_prober.all */
+    TAILQ_ENTRY(pinst) lane;       /* csi_prober.lane, while in_lane */
+    int64_t lane_ms;               /* when its round took the lane */
     uint64_t seq, gen;             /* registry seq; socket generation probed */
     uint64_t epoch;                /* completions of another epoch are dropped */
     char *path;                    /* the socket */
@@ -52,6 +64,7 @@ struct pinst {
     uint8_t type;                  /* enum reg_type */
     uint8_t step;                  /* enum pr_step */
     bool busy;                     /* a round is in flight */
+    bool in_lane;                  /* ... and holds a lane */
     bool poke;                     /* start the next round as soon as this one ends */
     bool need_fp;                  /* this round fingerprints */
     bool refresh_fp;               /* the next round fingerprints */
@@ -101,6 +114,8 @@ struct csi_prober {
     size_t ninst;                  /* in all; the heap has room for as many */
     struct pinst **heap;
     size_t nheap, heap_cap;
+    TAILQ_HEAD(, pinst) lane;      /* rounds holding a lane, oldest first */
+    size_t nlane;
     struct pr_watch *watches;
     size_t nwatch, watch_cap;
     uint64_t epochs;
@@ -123,8 +138,17 @@ void pr_schedule(struct csi_prober *p, struct pinst *pi, int64_t due_ms);
 void pr_unschedule(struct csi_prober *p, struct pinst *pi);
 /* The first instance due by now (taken out of the heap), or NULL. */
 struct pinst *pr_take_due(struct csi_prober *p, int64_t now_ms);
-/* ms until the next due instance; -1 when none. */
-int pr_next_timeout(struct csi_prober *p);
+/* May a due round start now: a lane is free, or the first due is late by
+ * PR_LATE_MS (expired lanes are given back first). */
+bool pr_may_start(struct csi_prober *p, int64_t now_ms);
+/* ms until a round may start (a due one, a lane expired or one late); -1
+ * when none is scheduled. A round that ends frees its lane earlier: its
+ * completion wakes the scheduler. */
+int pr_next_timeout(struct csi_prober *p, int64_t now_ms);
+/* pi's round started: it holds a lane. */
+void pr_lane_take(struct csi_prober *p, struct pinst *pi, int64_t now_ms);
+/* pi's round is over (or forgotten): its lane, if it still held one, is free. */
+void pr_lane_give(struct csi_prober *p, struct pinst *pi);
 
 /* ---- prober_watch.c ---- */
 int pr_watch_init(struct csi_prober *p);

@@ -85,6 +85,7 @@ void pr_round_reset(struct csi_prober *p, struct pinst *pi)
     }
     pi->latency_us = 0;
     pi->busy = false;
+    pr_lane_give(p, pi);
     pi->epoch = ++p->epochs;           /* whatever is in flight no longer counts */
 }
 
@@ -205,6 +206,7 @@ enum pr_verdict pr_round_start(struct csi_prober *p, struct pinst *pi)
     pi->need_fp = n.health != REG_HEALTHY || pi->refresh_fp;
     pi->refresh_fp = false;
     pi->busy = true;
+    pr_lane_take(p, pi, csifs_mono_ms());
     pi->step = PR_PROBE;
     /* Nothing at the path (a plugin registered before it listens): the
      * round's answer is the dial error, and no gRPC channel is made for it

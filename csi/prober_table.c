@@ -1,5 +1,6 @@
 /* csi prober: the instance table, the timer heap (a binary min-heap on
- * due_ms), logging and wake-ups: the bottom layer (see prober_int.h). */
+ * due_ms), the lanes, logging and wake-ups: the bottom layer (see
+ * prober_int.h). */
 #include "csi/prober_int.h"
 
 #include <limits.h>
@@ -109,11 +110,59 @@ struct pinst *pr_take_due(struct csi_prober *p, int64_t now_ms)
     return pi;
 }
 
-int pr_next_timeout(struct csi_prober *p)
+/* ---- lanes ---- */
+
+void pr_lane_take(struct csi_prober *p, struct pinst *pi, int64_t now_ms)
+{
+    pr_lane_give(p, pi);
+    pi->lane_ms = now_ms;
+    pi->in_lane = true;
+    TAILQ_INSERT_TAIL(&p->lane, pi, lane);
+    p->nlane++;
+}
+
+void pr_lane_give(struct csi_prober *p, struct pinst *pi)
+{
+    if (!pi->in_lane)
+        return;
+    pi->in_lane = false;
+    TAILQ_REMOVE(&p->lane, pi, lane);
+    p->nlane--;
+}
+
+static size_t lanes(const struct csi_prober *p)
+{
+    int64_t per_s = (int64_t)p->ninst * 1000 / p->o.heartbeat_ms;
+    return 1 + (size_t)(per_s / PR_LANE_RATE);
+}
+
+/* Give back the lanes of rounds in flight for PR_LANE_MS: a slow or hung
+ * plugin holds one that long at most. */
+static void lanes_expire(struct csi_prober *p, int64_t now_ms)
+{
+    struct pinst *pi;
+    while ((pi = TAILQ_FIRST(&p->lane)) && pi->lane_ms + PR_LANE_MS <= now_ms)
+        pr_lane_give(p, pi);
+}
+
+bool pr_may_start(struct csi_prober *p, int64_t now_ms)
+{
+    lanes_expire(p, now_ms);
+    return p->nlane < lanes(p) ||
+           (p->nheap && p->heap[0]->due_ms + PR_LATE_MS <= now_ms);
+}
+
+int pr_next_timeout(struct csi_prober *p, int64_t now_ms)
 {
     if (!p->nheap)
         return -1;
-    int64_t ms = p->heap[0]->due_ms - csifs_mono_ms();
+    int64_t at = p->heap[0]->due_ms;
+    if (at <= now_ms && !pr_may_start(p, now_ms)) {
+        /* due, every lane taken: the first lane to expire, or lateness */
+        int64_t late = at + PR_LATE_MS, freed = TAILQ_FIRST(&p->lane)->lane_ms + PR_LANE_MS;
+        at = freed < late ? freed : late;
+    }
+    int64_t ms = at - now_ms;
     return ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
@@ -162,6 +211,7 @@ struct pinst *pr_new(struct csi_prober *p, uint64_t seq, enum reg_type type)
 void pr_free(struct csi_prober *p, struct pinst *pi)
 {
     pr_unschedule(p, pi);
+    pr_lane_give(p, pi);
     tdelete(pi, &p->tree, cmp_seq);
     LIST_REMOVE(pi, link);
     p->ninst--;

@@ -371,3 +371,46 @@ Test(prober, socket_inside_the_mount_is_probed_without_deadlock)
     link_is("csi-node/p/current", "b");
     cr_assert_eq(tf_sh(&t, "ls -l csi-node/p/a csi-node/p/b > /dev/null"), 0);
 }
+
+/* 11. Rounds due at once go one after the other (csi/prober_int.h, lanes):
+ * 20 instances wait for one socket; the plugin that then listens answers
+ * every call 40 ms late, so each round holds its lane until the lane
+ * expires (PR_LANE_MS, 2 ms): the 20 rounds that the socket's creation
+ * pokes at once start at least a millisecond apart. Without the lanes they
+ * start in the same millisecond. */
+#define LANES_N 20
+
+Test(prober, rounds_poked_together_start_one_lane_apart)
+{
+    spawn("heartbeat=30s,probe_timeout=5s,health_timeout=30s");
+    char rel[96];
+    for (int i = 0; i < LANES_N; i++) {
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d", i);
+        reg(rel, sock("slow.sock"));
+    }
+    for (int i = 0; i < LANES_N; i++) {
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d/reason", i);
+        WAIT_CAT(rel, "connect: No such file or directory", 2000);
+    }
+    struct tp_proc pp;
+    PLUGIN(&pp, sock("slow.sock"), "--type", "node", "--delay", "40");
+    double first = 0, last = 0;
+    for (int i = 0; i < LANES_N; i++) {
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d/health", i);
+        WAIT_CAT(rel, "healthy", 5000);
+        /* the round's start: when its result was recorded, less its calls */
+        snprintf(rel, sizeof(rel), "csi-node/p/a%d/history", i);
+        const char *h = tf_cat(&t, rel), *ok = h ? strstr(h, "ms ok") : NULL;
+        cr_assert(ok, "%s: no ok round in %s", rel, h ? h : strerror(errno));
+        while (ok > h && ok[-1] != '\n')
+            ok--;
+        int hh, mm;
+        double ss, ms;
+        cr_assert_eq(sscanf(ok, "%*d-%*d-%*dT%d:%d:%lfZ %lfms", &hh, &mm, &ss, &ms), 4, "%s", ok);
+        double start = (hh * 3600 + mm * 60 + ss) * 1000 - ms;
+        first = i == 0 || start < first ? start : first;
+        last = i == 0 || start > last ? start : last;
+    }
+    /* 19 gaps of at least 1 ms, less the timestamps' rounding to the ms */
+    cr_assert_geq(last - first, LANES_N - 1 - 2, "20 rounds started within %.1f ms", last - first);
+}
