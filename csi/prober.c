@@ -170,6 +170,18 @@ static void take_batch(struct csi_prober *p, struct batch *b)
     p->dirty = NULL;
     p->ndirty = p->dirty_cap = 0;
     STAILQ_CONCAT(&b->done, &p->done);
+    p->wakes_at_ms = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Publish when the scheduler's poll of timeout ms ends by itself
+ * (pr_queue_done then need not wake it), unless a due round waits for a
+ * lane: a finished call frees one, so it must wake the thread. */
+static void sleeping(struct csi_prober *p, int timeout, int64_t now_ms)
+{
+    bool waits = p->nheap && p->heap[0]->due_ms <= now_ms + PR_BATCH_MS;
+    pthread_mutex_lock(&p->mu);
+    p->wakes_at_ms = timeout < 0 || waits ? INT64_MAX : now_ms + timeout;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -243,7 +255,10 @@ static void *scheduler(void *arg)
             obey(p, pi, pr_round_start(p, pi));
         struct pollfd fds[2] = { { .fd = p->wake_fd, .events = POLLIN },
                                  { .fd = p->ino_fd, .events = POLLIN } };
-        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, b.go ? pr_next_timeout(p, csifs_mono_ms()) : -1) < 0 &&
+        now = csifs_mono_ms();
+        int timeout = b.go ? pr_next_timeout(p, now) : -1;
+        sleeping(p, timeout, now);
+        if (poll(fds, p->ino_fd >= 0 ? 2 : 1, timeout) < 0 &&
             errno != EINTR)
             pr_log(p, LOG_ERR, "poll: %s", strerror(errno));
         uint64_t n;

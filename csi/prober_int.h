@@ -40,6 +40,11 @@
 #define PR_LANE_MS 2
 #define PR_LATE_MS 100
 #define PR_LANE_RATE 4000
+/* A finished call does not wake the scheduler when it wakes by itself
+ * within this many ms anyway (at high rates, for the next due round) and no
+ * due round waits for a lane: a result is then applied at most this late,
+ * and a probe costs one wake-up of the scheduler, not two */
+#define PR_DONE_LAG_MS 2
 
 /* The calls of a round, in order (PR_SERVICE_CAPS: NodeGetCapabilities or
  * ControllerGetCapabilities by type; csi-controller skips PR_NODE_INFO). */
@@ -104,6 +109,7 @@ struct csi_prober {
     bool stop;                     /* the thread must end */
     bool stopped;                  /* ignore registry changes */
     bool resync_all;               /* a seq could not be queued: rescan */
+    int64_t wakes_at_ms;           /* 0: awake; else when its poll ends by itself */
     uint64_t *dirty;               /* instances whose socket may have changed */
     size_t ndirty, dirty_cap;
     STAILQ_HEAD(, pdone) done;

@@ -36,6 +36,8 @@ void pr_queue_done(struct csi_prober *p, struct pdone *d)
     /* the scheduler takes the whole queue: one wake-up per batch */
     bool first = STAILQ_EMPTY(&p->done);
     STAILQ_INSERT_TAIL(&p->done, d, link);
+    if (first && p->wakes_at_ms && p->wakes_at_ms <= csifs_mono_ms() + PR_DONE_LAG_MS)
+        first = false;                 /* it takes the queue by then anyway */
     pthread_mutex_unlock(&p->mu);
     if (first)
         pr_wake(p);
