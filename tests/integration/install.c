@@ -228,8 +228,9 @@ Test(install, man_pages_lint_clean_and_render)
         cr_assert(strstr(out, "NAME") && strstr(out, "SYNOPSIS") && strstr(out, "EXIT STATUS"),
                   "man -l %s rendered: %.400s", pages[i], out);
     }
-    /* The contract's rows a user looks up are there. */
-    cr_assert_eq(run("MANWIDTH=80 man -l docs/csifs.8 | cat"), 0);
+    /* The contract's rows a user looks up are there (spaces squeezed:
+     * justification spreads them differently as the text above moves) */
+    cr_assert_eq(run("MANWIDTH=80 man -l docs/csifs.8 | tr -s ' '"), 0);
     static const char *const rows[] = {
         "ERRORS", "ENOTEMPTY", "ENAMETOOLONG", "control character", "not an absolute path",
         "SIGHUP", "log_level=", "fuse.csifs state=/var/lib/csifs 0 0", "EVENTS", "lost N",
@@ -237,7 +238,7 @@ Test(install, man_pages_lint_clean_and_render)
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         cr_assert(strstr(out, rows[i]), "csifs(8) does not mention '%s'", rows[i]);
-    cr_assert_eq(run("MANWIDTH=80 man -l docs/csi-plugin-hook.8 | cat"), 0);
+    cr_assert_eq(run("MANWIDTH=80 man -l docs/csi-plugin-hook.8 | tr -s ' '"), 0);
     static const char *const hook_rows[] = {
         "run", "unmount", "CSI_PLUGIN_TYPE", "NOMAD_ALLOC_ID", "--env-file", "raw_exec",
         "containers:", "ExecStart=/usr/local/bin/csi-plugin-hook run",
