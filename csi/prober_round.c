@@ -211,9 +211,9 @@ enum pr_verdict pr_round_start(struct csi_prober *p, struct pinst *pi)
     /* Nothing at the path (a plugin registered before it listens): the
      * round's answer is the dial error, and no gRPC channel is made for it
      * (half of csifs's CPU in a register cycle: docs/benchmarks.md). */
-    int64_t t0 = cnt_now_us();
+    int64_t t0 = csifs_mono_us();
     if (!pi->ch && access(pi->path, F_OK) < 0 && errno == ENOENT) {
-        pi->latency_us = cnt_now_us() - t0;
+        pi->latency_us = csifs_mono_us() - t0;
         return dial_failed(p, pi, ENOENT);   /* what connect() would say */
     }
     int rc = pr_round_chan(p, pi);

@@ -1,5 +1,6 @@
 /* The mount point, the mount table, fusectl. See mountpoint.h. */
 #include "fs/mountpoint.h"
+#include "registry/defaults.h"
 #include "registry/log.h"
 
 #include <errno.h>
@@ -39,13 +40,6 @@ int fs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn)
     return rc < 0 ? (rc == -1 ? -EIO : rc) : rc;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* statfs(path) in a child: 0 answered, -ENOTCONN dead, -ETIMEDOUT no
  * answer within PROBE_MS, or another negative errno. */
 static int probe(const char *path)
@@ -58,7 +52,7 @@ static int probe(const char *path)
         _exit(statfs(path, &sfs) == 0 ? 0 : errno == ENOTCONN ? 1 : 2);
     }
     int st = 0;
-    for (int64_t end = now_ms() + PROBE_MS; now_ms() < end;) {
+    for (int64_t end = csifs_mono_ms() + PROBE_MS; csifs_mono_ms() < end;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid)
             return !WIFEXITED(st) ? -EIO : WEXITSTATUS(st) == 0 ? 0

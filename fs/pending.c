@@ -7,11 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-static int64_t now_ms(void)
-{
-    return csifs_mono_ms();
-}
-
 void pending_init(struct pending *p, int64_t ttl_ms)
 {
     pthread_mutex_init(&p->mu, NULL);
@@ -33,7 +28,7 @@ void pending_fini(struct pending *p)
 /* Drop expired links; with mu held. */
 static void expire(struct pending *p)
 {
-    int64_t now = now_ms();
+    int64_t now = csifs_mono_ms();
     for (struct pending_link **pp = &p->head; *pp;) {
         if ((*pp)->expires_ms <= now) {
             struct pending_link *l = *pp;
@@ -73,7 +68,7 @@ int pending_add(struct pending *p, uint64_t inst, const char *name, const char *
         l->inst = inst;
         strcpy(l->name, name);
         strcpy(l->target, target);
-        l->expires_ms = now_ms() + p->ttl_ms;
+        l->expires_ms = csifs_mono_ms() + p->ttl_ms;
         l->next = p->head;
         p->head = l;
         *out = *l;

@@ -17,6 +17,7 @@
  * writer (whose commit answers it later): an idle csifs sleeps in poll(2)
  * as before. */
 #include "fs/serve.h"
+#include "registry/defaults.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,13 +45,6 @@ void fs_serve_handed_off(void)
     handed_off = true;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int fs_serve(struct fuse_session *se)
 {
     int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
@@ -61,12 +55,12 @@ int fs_serve(struct fuse_session *se)
     int rc = 0;
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &buf);
-        int64_t now = res == -EAGAIN ? mono_ns() : 0;
+        int64_t now = res == -EAGAIN ? csifs_mono_ns() : 0;
         if (res == -EAGAIN && now < awake_until) {
             /* Another task wanted this CPU: sleep instead, so that a
              * request wakes this thread ahead of them as before. */
             sched_yield();
-            if (mono_ns() - now > FS_YIELD_BUSY_NS)
+            if (csifs_mono_ns() - now > FS_YIELD_BUSY_NS)
                 awake_until = 0;
         } else if (res == -EAGAIN) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -77,7 +71,7 @@ int fs_serve(struct fuse_session *se)
         } else if (res > 0) {
             handed_off = false;
             fuse_session_process_buf(se, &buf);
-            awake_until = handed_off ? 0 : mono_ns() + FS_SPIN_NS;
+            awake_until = handed_off ? 0 : csifs_mono_ns() + FS_SPIN_NS;
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;

@@ -60,9 +60,3 @@ void reg_cnt_mutation(const struct reg_change *ch, int nch, bool commit)
     cnt_add(&cnt.mutations[op], 1);
 }
 
-int64_t cnt_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}

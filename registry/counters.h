@@ -57,7 +57,5 @@ void cnt_observe(struct cnt_hist *h, int64_t us);
 void cnt_hist_read(const struct cnt_hist *h, struct cnt_hist *out);
 /* An acknowledged registry mutation, classified by its changes. */
 void reg_cnt_mutation(const struct reg_change *ch, int nch, bool commit);
-/* Monotonic microseconds, for timing what is observed. */
-int64_t cnt_now_us(void);
 
 #endif

@@ -21,8 +21,9 @@ static inline int64_t csifs_clock_ns(clockid_t clk)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* CLOCK_MONOTONIC in ns and ms; CLOCK_REALTIME in ns. */
+/* CLOCK_MONOTONIC in ns, us and ms; CLOCK_REALTIME in ns. */
 static inline int64_t csifs_mono_ns(void) { return csifs_clock_ns(CLOCK_MONOTONIC); }
+static inline int64_t csifs_mono_us(void) { return csifs_mono_ns() / 1000; }
 static inline int64_t csifs_mono_ms(void) { return csifs_mono_ns() / 1000000; }
 static inline int64_t csifs_real_ns(void) { return csifs_clock_ns(CLOCK_REALTIME); }
 

@@ -4,6 +4,7 @@
  * store_file.c (lock, fsync, dir) and store_codec.c; none calls upward. */
 #include "registry/store_int.h"
 #include "registry/counters.h"
+#include "registry/defaults.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -177,7 +178,7 @@ static void count_commit(struct store *st, int64_t t0_us)
     MDB_envinfo info;
     MDB_stat ms;
     if (t0_us) {
-        cnt_observe(&cnt.store_commit, cnt_now_us() - t0_us);
+        cnt_observe(&cnt.store_commit, csifs_mono_us() - t0_us);
         cnt_add(&cnt.store_commits, 1);
         if (mdb_env_get_flags(st->env, &f) == 0 && !(f & MDB_NOSYNC))
             cnt_add(&cnt.store_syncs, 1);   /* one fdatasync; meta pages go O_DSYNC */
@@ -191,7 +192,7 @@ static void count_commit(struct store *st, int64_t t0_us)
 static int store_commit(void *ctx, const struct store_txn *t)
 {
     struct store *st = ctx;
-    int64_t t0 = cnt_now_us();
+    int64_t t0 = csifs_mono_us();
     MDB_txn *txn = NULL;
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
     for (const struct store_rec *r = t->recs; rc == 0 && r; r = r->next)
