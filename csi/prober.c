@@ -177,9 +177,8 @@ static void take_batch(struct csi_prober *p, struct batch *b)
 /* Publish when the scheduler's poll of timeout ms ends by itself
  * (pr_queue_done then need not wake it), unless a due round waits for a
  * lane: a finished call frees one, so it must wake the thread. */
-static void sleeping(struct csi_prober *p, int timeout, int64_t now_ms)
+static void sleeping(struct csi_prober *p, int timeout, bool waits, int64_t now_ms)
 {
-    bool waits = p->nheap && p->heap[0]->due_ms <= now_ms + PR_BATCH_MS;
     pthread_mutex_lock(&p->mu);
     p->wakes_at_ms = timeout < 0 || waits ? INT64_MAX : now_ms + timeout;
     pthread_mutex_unlock(&p->mu);
@@ -256,8 +255,9 @@ static void *scheduler(void *arg)
         struct pollfd fds[2] = { { .fd = p->wake_fd, .events = POLLIN },
                                  { .fd = p->ino_fd, .events = POLLIN } };
         now = csifs_mono_ms();
-        int timeout = b.go ? pr_next_timeout(p, now) : -1;
-        sleeping(p, timeout, now);
+        bool waits = false;
+        int timeout = b.go ? pr_next_timeout(p, now, &waits) : -1;
+        sleeping(p, timeout, waits, now);
         if (poll(fds, p->ino_fd >= 0 ? 2 : 1, timeout) < 0 &&
             errno != EINTR)
             pr_log(p, LOG_ERR, "poll: %s", strerror(errno));

@@ -148,9 +148,10 @@ struct pinst *pr_take_due(struct csi_prober *p, int64_t now_ms);
  * PR_LATE_MS (expired lanes are given back first). */
 bool pr_may_start(struct csi_prober *p, int64_t now_ms);
 /* ms until a round may start (a due one, a lane expired or one late); -1
- * when none is scheduled. A round that ends frees its lane earlier: its
- * completion wakes the scheduler. */
-int pr_next_timeout(struct csi_prober *p, int64_t now_ms);
+ * when none is scheduled. *waits: a round is due but every lane is taken
+ * (a round that ends frees its lane earlier: its completion must wake the
+ * scheduler). */
+int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits);
 /* pi's round started: it holds a lane. */
 void pr_lane_take(struct csi_prober *p, struct pinst *pi, int64_t now_ms);
 /* pi's round is over (or forgotten): its lane, if it still held one, is free. */

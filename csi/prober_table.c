@@ -154,12 +154,14 @@ bool pr_may_start(struct csi_prober *p, int64_t now_ms)
            (p->nheap && p->heap[0]->due_ms + PR_LATE_MS <= now_ms);
 }
 
-int pr_next_timeout(struct csi_prober *p, int64_t now_ms)
+int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits)
 {
+    *waits = false;
     if (!p->nheap)
         return -1;
     int64_t at = p->heap[0]->due_ms;
-    if (at <= now_ms && !pr_may_start(p, now_ms)) {
+    *waits = at <= now_ms + PR_BATCH_MS && !pr_may_start(p, now_ms);
+    if (*waits) {
         /* due, every lane taken: the first lane to expire, or lateness */
         int64_t late = at + PR_LATE_MS, freed = TAILQ_FIRST(&p->lane)->lane_ms + PR_LANE_MS;
         at = freed < late ? freed : late;

@@ -134,12 +134,14 @@ static bool open_bare(int i, const char *path)
 }
 
 static int csi_methods = 1;      /* Probe; 5: the whole csi-node fingerprint too */
+static struct csi_chan **csi_chs;  /* csi-fanout: the channels, kept */
 
 static bool open_csi(int i, const char *path)
 {
-    (void)i;
     struct csi_chan *ch;
     bool ok = csi_chan_open(client, path, &ch) == 0;
+    if (ok && csi_chs)
+        csi_chs[i] = ch;
     for (int m = 0; ok && m < csi_methods; m++) {
         struct csi_result res = { 0 };
         ok = csi_call_sync(ch, m, 5000, &res) == 0 && res.ok;
@@ -172,8 +174,6 @@ static double cpu_s(void)
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-static struct csi_chan **csi_chs;
-
 /* Probe channel i of the fanout: its latency in us, or -1. */
 static double fan_bare(int i)
 {
@@ -186,18 +186,16 @@ static double fan_csi(int i)
     return csi_probe(NULL);
 }
 
-static int fanout_main(const char *base, int n, int seconds, bool go, double (*call)(int))
+static int fanout_main(const char *base, int n, int seconds, bool go, open_fn *open_one,
+                       double (*call)(int))
 {
     double *lat = calloc((size_t)n * (size_t)seconds, sizeof(double));
     char path[4200];
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof(path), "%s.%d", base, i);
-        if (call == fan_bare)
-            bare_chans[i] = dial(path);
-        else if (csi_chan_open(client, path, &csi_chs[i]) < 0)
+        if (!open_one(i, path))
             return 1;
-        call(i);
     }
     char byte;
     if (go && (putchar('\n') == EOF || fflush(stdout) == EOF))
@@ -235,10 +233,10 @@ int bare_main(int argc, char **argv)
         rc = probe_main(argv[1], atoi(argv[2]), atoi(argv[3]), csi_probe);
     else if (fan_args && !strcmp(argv[0], "fanout") &&
              (bare_chans = calloc((size_t)atoi(argv[2]) + 1, sizeof(*bare_chans))))
-        rc = fanout_main(argv[1], atoi(argv[2]), atoi(argv[3]), go, fan_bare);
+        rc = fanout_main(argv[1], atoi(argv[2]), atoi(argv[3]), go, open_bare, fan_bare);
     else if (fan_args && !strcmp(argv[0], "csi-fanout") && csi_client_new(&client) == 0 &&
              (csi_chs = calloc((size_t)atoi(argv[2]) + 1, sizeof(*csi_chs))))
-        rc = fanout_main(argv[1], atoi(argv[2]), atoi(argv[3]), go, fan_csi);
+        rc = fanout_main(argv[1], atoi(argv[2]), atoi(argv[3]), go, open_csi, fan_csi);
     else if (argc == 3 && !strcmp(argv[0], "channels")) {
         bare_chans = calloc((size_t)atoi(argv[2]) + 1, sizeof(*bare_chans));
         rc = channels_main(argv[1], atoi(argv[2]), open_bare);

@@ -134,11 +134,12 @@ static void window(struct tf *t, int secs, double *cpu, double *p99, double *bus
     *busiest = busiest_100ms(&l);
     /* the hypervisor's share of the machine's CPU time meanwhile: what
      * moves the tails from one window to the next (docs/benchmarks.md) */
-    double steal = 100 * (st1 - st0) / ((s1 - s0) * (double)sysconf(_SC_NPROCESSORS_ONLN));
+    double machine_s = (s1 - s0) * (double)sysconf(_SC_NPROCESSORS_ONLN);
+    double steal = 100 * (st1 - st0) / machine_s;
     say("  %s: %zu probes, %d not ok, p50 %.3f ms, p99 %.3f ms, max %.3f ms, cpu %.1f%%, "
         "%.0f%% of them in the busiest 100 ms of the second; machine busy %.0f%%, steal %.1f%%",
         what, l.n, l.failed, bench_pct(l.v, l.n, 50), *p99, bench_pct(l.v, l.n, 100), *cpu,
-        *busiest, 100 * (b1 - b0) / ((s1 - s0) * (double)sysconf(_SC_NPROCESSORS_ONLN)), steal);
+        *busiest, 100 * (b1 - b0) / machine_s, steal);
     if (!strcmp(what, "fanout"))
         bench_note(R_PROBE_FANOUT, "p50 %.2fms, steal %.1f%%", bench_pct(l.v, l.n, 50), steal);
     free(l.v);
