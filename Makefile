@@ -67,6 +67,10 @@ LIB         := $(BUILD)/libcsifs.a
 TESTLIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
 UNIT_TESTS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/*.c))
 INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(wildcard tests/integration/*.c))
+# tests/system/X.c: suites that start etcd, floods or crash loops. Built like
+# the integration suites; `make test` runs them, `make test-asan` does not
+# (they run once per CI run).
+SYSTEM_TESTS := $(if $(filter 1,$(SAN)),,$(patsubst tests/system/%.c,$(BUILD)/tests/system/%,$(wildcard tests/system/*.c)))
 TOOLS        := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
 PLUGIN_SRCS  := $(wildcard tests/plugin/*.c)
 BENCH_SRCS   := $(wildcard tests/bench/*.c)
@@ -83,7 +87,7 @@ PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
 BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench)
 # What `make test` needs beyond PROGS.
-CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(TOOLS)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS)
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
@@ -118,7 +122,7 @@ test-asan: deps
 
 check: tests
 	@BUILD="$(BUILD)" VALGRIND_TESTS="$(VALGRIND_TESTS)" \
-	  sh scripts/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS)
+	  sh scripts/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH)
