@@ -47,8 +47,9 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
     } else if (model_mono_ms() - i->unknown_since_ms >= reg->opts.health_timeout_ms) {
         char d[32];
         out->health = REG_UNHEALTHY;
-        snprintf(out->reason, sizeof(out->reason), "did not become healthy within %s",
-                 reg_fmt_duration(reg->opts.health_timeout_ms, d, sizeof(d)));
+        /* the stable part, then the last failure's own reason (issue 24) */
+        snprintf(out->reason, sizeof(out->reason), "did not become healthy within %s: %.180s",
+                 reg_fmt_duration(reg->opts.health_timeout_ms, d, sizeof(d)), why);
     } else {
         out->health = REG_UNKNOWN;
         snprintf(out->reason, sizeof(out->reason), "%s", why);

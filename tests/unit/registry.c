@@ -270,7 +270,7 @@ Test(registry, health_table)
     /* health_timeout (200 ms here) passes with no ready answer */
     tu_sleep_ms(250);
     cr_assert_eq(probe(i, REG_PROBE_NOT_READY, NULL, false), 0);
-    expect(i, "unhealthy", "did not become healthy within 200ms", "0");
+    expect(i, "unhealthy", "did not become healthy within 200ms: not ready", "0");
     /* ready answer and fingerprint */
     cr_assert_eq(probe(i, REG_PROBE_OK, NULL, true), 0);
     expect(i, "healthy", "ok", "1");
@@ -491,7 +491,8 @@ Test(registry, history_names_each_probe_own_cause)
     cr_assert_eq(reg_get(reg, i, &n), 0);
     struct reg_probe pb = { .gen = n.gen, .outcome = REG_PROBE_OK, .fp = &bad };
     cr_assert_eq(reg_probe_result(reg, i, &pb), 0);
-    cr_assert_str_eq(attr(i, REG_A_REASON), "did not become healthy within 200ms");
+    cr_assert_str_eq(attr(i, REG_A_REASON),
+                     "did not become healthy within 200ms: fingerprint: empty node_id");
     char *h = attr(i, REG_A_HISTORY);
     cr_assert(strstr(h, "ms error Probe timed out after 1s\n"), "%s", h);
     cr_assert(strstr(h, "ms error protocol: not HTTP/2\n"), "%s", h);
