@@ -73,7 +73,7 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 SYSTEM_TESTS := $(if $(filter 1,$(SAN)),,$(patsubst tests/system/%.c,$(BUILD)/tests/system/%,$(wildcard tests/system/*.c)))
 TOOLS        := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
 PLUGIN_SRCS  := $(wildcard tests/plugin/*.c)
-BENCH_SRCS   := $(wildcard tests/bench/*.c)
+BENCH_SRCS   := $(filter-out tests/bench/floorfs.c,$(wildcard tests/bench/*.c))
 CRASH_SRCS   := $(wildcard tests/crash/*.c)
 ROUNDS       ?= 50
 STRESS_SRCS  := $(wildcard tests/stress/*.c)
@@ -85,9 +85,9 @@ FUZZ_CC      ?= clang-14
 # `make` builds these; the hook (scripts/csi-plugin-hook) is a script.
 PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
-BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench)
+BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench $(BUILD)/floorfs)
 # What `make test` needs beyond PROGS.
-CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/floorfs
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
@@ -198,6 +198,12 @@ $(BUILD)/csi-test-plugin: $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+# The floor of the tree rows (tests/bench/floorfs.c): csifs's receive loop
+# (fs/serve.c), nothing else of csifs.
+$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

@@ -51,7 +51,7 @@ extern struct bench_cfg cfg;
 
 /* ---- rows and samples (report.c) ---- */
 enum row {
-    R_BROWSE_COLD, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP, R_METRICS_READ,
+    R_BROWSE_COLD, R_BROWSE_WARM, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP, R_METRICS_READ,
     R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
@@ -111,6 +111,11 @@ int drop_dentries(void);
 /* Mount a fresh tmpfs on dir (made if needed); unmount it. */
 int tmpfs_mount(const char *dir);
 void tmpfs_umount(const char *dir);
+/* floorfs (tests/bench/floorfs.c) on mnt (made if needed) serving a copy of
+ * src, durable with a state dir (NULL: read-only); waits until it is
+ * mounted. Its pid, or -errno. floor_stop: SIGTERM, reap, unmount. */
+pid_t floor_start(const char *mnt, const char *src, const char *state);
+void floor_stop(pid_t pid, const char *mnt);
 /* Spawn csifs -f on a fresh temp dir with -o state=...,<opts>; 0 or -errno. */
 int daemon_start(struct tf *t, const char *tag, const char *opts);
 /* Is the csifs of t still running? Says how it ended when it is not. */
