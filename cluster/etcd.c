@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static _Thread_local char opts_why[160];
 
@@ -165,31 +166,53 @@ static grpc_channel_credentials *make_creds(const struct etcd_opts *o, bool tls,
     return cr;
 }
 
-int etcd_client_new(const struct etcd_opts *o, struct etcd_client **out)
+int etcd_opts_check(const struct etcd_opts *o)
 {
     opts_why[0] = '\0';
     if (o->n_urls < 1 || o->n_urls > ETCD_MAX_ENDPOINTS)
         return refuse("cluster: 1 to 16 endpoints");
     if (!o->cert != !o->key)
         return refuse("cluster: cluster_cert= and cluster_key= go together");
+    bool tls = false;
+    for (int i = 0; i < o->n_urls; i++) {
+        bool t = false;
+        char *target = NULL;
+        int err = parse_url(o->urls[i], &target, &t);
+        free(target);
+        if (err)
+            return err;
+        if (i > 0 && t != tls)
+            return refuse("cluster: all endpoints http:// or all https://");
+        tls = t;
+    }
+    if (tls && !o->cacert)
+        return refuse("cluster: https:// needs cluster_cacert=");
+    if (!tls && (o->cacert || o->cert))
+        return refuse("cluster: cluster_cacert=/cluster_cert= need https://");
+    const char *files[] = { o->cacert, o->cert, o->key };
+    for (size_t i = 0; i < 3; i++)
+        if (files[i] && access(files[i], R_OK) < 0) {
+            int e = errno;
+            snprintf(opts_why, sizeof(opts_why), "cluster: %.100s: %s", files[i], strerror(e));
+            return -e;
+        }
+    return 0;
+}
+
+int etcd_client_new(const struct etcd_opts *o, struct etcd_client **out)
+{
+    int err = etcd_opts_check(o);
+    if (err)
+        return err;
     struct etcd_client *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
     pthread_mutex_init(&c->mu, NULL);
-    int err = 0;
     bool tls = false;
     for (int i = 0; i < o->n_urls && !err; i++) {
-        bool t = false;
-        err = parse_url(o->urls[i], &c->ep[i].target, &t);
-        if (!err && i > 0 && t != tls)
-            err = refuse("cluster: all endpoints http:// or all https://");
-        tls = t;
+        err = parse_url(o->urls[i], &c->ep[i].target, &tls);
         c->n = i + 1;
     }
-    if (!err && tls && !o->cacert)
-        err = refuse("cluster: https:// needs cluster_cacert=");
-    if (!err && !tls && (o->cacert || o->cert))
-        err = refuse("cluster: cluster_cacert=/cluster_cert= need https://");
     grpc_channel_credentials *cr = err ? NULL : make_creds(o, tls, &err);
     grpc_arg args[] = {
         { GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, { .integer = ETCD_RECV_MAX } },

@@ -46,6 +46,9 @@ struct etcd_client;
  * a PEM file that cannot be read: its -errno. grpc_init is the caller's. */
 int etcd_client_new(const struct etcd_opts *o, struct etcd_client **out);
 void etcd_client_free(struct etcd_client *c);
+/* etcd_client_new's checks alone (no gRPC): 0, -EINVAL, or a PEM file's
+ * access() -errno, with etcd_opts_why() saying why. */
+int etcd_opts_check(const struct etcd_opts *o);
 /* Why the last etcd_client_new of this thread refused, "" if it did not. */
 const char *etcd_opts_why(void);
 /* The last failure's text ("UNAVAILABLE: ... (127.0.0.1:2379)"), copied into

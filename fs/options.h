@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cluster/opts.h"
+
 #define CSIFS_VERSION "0.1.0"
 
 struct csifs_opts {
@@ -22,6 +24,7 @@ struct csifs_opts {
     gid_t registrar_gid;
     unsigned events_ring, max_instances;
     int log_level;                   /* LOG_ERR .. LOG_DEBUG */
+    struct cl_opts cluster;          /* cluster=, cluster_* (cluster/opts.h) */
     struct fuse_args fuse;
 };
 

@@ -192,6 +192,13 @@ void te_stop(struct te *e)
     }
 }
 
+static const char *te_cert_flags(struct te *e)
+{
+    static _Thread_local char buf[1000];
+    snprintf(buf, sizeof(buf), "--cacert %s --cert %s --key %s", e->ca, e->cert, e->key);
+    return buf;
+}
+
 const char *te_ctl_flags(struct te *e)
 {
     static _Thread_local char buf[1200];
@@ -260,4 +267,84 @@ int te_leader(struct te *e)
     }
     free(out);
     return leader;
+}
+
+int te_host_spawn(struct te_host *h, struct te *e, const char *node, const char *extra)
+{
+    char opts[1024];
+    int l = 0;
+    for (int i = 0; i < e->n; i++)
+        l += snprintf(opts + l, sizeof(opts) - l, "cluster=%s,", e->url[i]);
+    l += snprintf(opts + l, sizeof(opts) - l, "cluster_node=%s,cluster_ttl=2s", node);
+    if (e->tls)
+        l += snprintf(opts + l, sizeof(opts) - l, ",cluster_cacert=%s,cluster_cert=%s,"
+                      "cluster_key=%s", e->ca, e->cert, e->key);
+    if (extra && *extra)
+        snprintf(opts + l, sizeof(opts) - l, ",%s", extra);
+    snprintf(h->node, sizeof(h->node), "%s", node);
+    snprintf(h->log, sizeof(h->log), "%s/%s.log", e->dir, node);
+    /* the child inherits stderr: point it at the log for the fork */
+    int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int saved = dup(2);
+    if (fd < 0 || saved < 0)
+        return -errno;
+    fflush(stderr);
+    dup2(fd, 2);
+    close(fd);
+    struct tf_opts o = { .tag = node, .extra_opts = opts };
+    int rc = tf_spawn(&h->t, &o);
+    dup2(saved, 2);
+    close(saved);
+    return rc;
+}
+
+char *te_host_log(struct te_host *h)
+{
+    FILE *f = fopen(h->log, "re");
+    char *buf = calloc(1, 1 << 20);
+    if (f && buf)
+        buf[fread(buf, 1, (1 << 20) - 1, f)] = '\0';
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+char *te_get(struct te *e, const char *key)
+{
+    char *out = NULL;
+    if (te_ctl(e, &out, "get --print-value-only --command-timeout=2s '%s'", key) != 0 ||
+        !out || !*out) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+int te_count(struct te *e, const char *prefix)
+{
+    char *out = NULL;
+    int rc = te_ctl(e, &out, "get --prefix --keys-only --command-timeout=2s '%s'", prefix);
+    int n = rc == 0 && out ? 0 : -1;
+    for (char *s = out; rc == 0 && s && *s; s = strchr(s, '\n'), s = s ? s + 1 : NULL)
+        n += *s != '\n';
+    free(out);
+    return n;
+}
+
+double te_metric(struct te *e, int i, const char *name)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "curl -sk %s %s/metrics", e->tls ? te_cert_flags(e) : "",
+             e->url[i]);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    char line[1024];
+    double v = -1;
+    size_t nl = strlen(name);
+    while (fgets(line, sizeof(line), p))
+        if (!strncmp(line, name, nl) && line[nl] == ' ')
+            v = strtod(line + nl + 1, NULL);
+    pclose(p);
+    return v;
 }

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "tests/lib/fsrun.h"
+
 #define TE_MAX 3
 
 struct te {
@@ -41,6 +43,25 @@ int te_leader(struct te *e);
 int te_ctl(struct te *e, char **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "--endpoints=... [--cacert= --cert= --key=]" for a command line. */
 const char *te_ctl_flags(struct te *e);
+/* A csifs "host" publishing to e: build/csifs -f in its own temp dir with
+ * cluster=<each member>,cluster_node=<node>,cluster_ttl=2s[,extra]; its
+ * stderr appended to <e->dir>/<node>.log. Restart: te_host_spawn again
+ * after tf_kill/tf_halt (the same dir and state). Stop with tf_stop(&h->t). */
+struct te_host {
+    struct tf t;
+    char node[32], log[300];
+};
+int te_host_spawn(struct te_host *h, struct te *e, const char *node, const char *extra);
+/* The host's log so far (malloc'd; "" when none). */
+char *te_host_log(struct te_host *h);
+/* The value of key (etcdctl get --print-value-only), malloc'd, NULL when
+ * absent or on error. */
+char *te_get(struct te *e, const char *key);
+/* How many keys under prefix (etcdctl get --prefix --keys-only), or -1. */
+int te_count(struct te *e, const char *prefix);
+/* A metric's value from member i's /metrics (curl), or -1. */
+double te_metric(struct te *e, int i, const char *name);
+
 /* A free TCP port on 127.0.0.1 (bound, read, closed). */
 int te_free_port(void);
 
