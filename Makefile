@@ -15,8 +15,9 @@
 #   make uninstall  remove exactly what `make install` installed
 #   make clean
 #
-# Layout: every .c in registry/ csi/ fs/ (but fs/main.c) and every generated
-# proto/*.pb-c.c goes into one static library; binaries and tests link it.
+# Layout: every .c in base/ registry/ csi/ fs/ cmd/ (but cmd/main.c) and every
+# generated proto/*.pb-c.c goes into one static library; binaries and tests
+# link it.
 
 BUILD   ?= build
 # make V=1 shows the full commands
@@ -60,7 +61,7 @@ LIBS        = $(PKG_LIBS) -lpthread
 PROTOS      := $(wildcard proto/*.proto)
 PROTO_C     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.h)
-LIB_SRCS    := $(filter-out fs/main.c,$(wildcard registry/*.c csi/*.c fs/*.c cluster/*.c))
+LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 LIB         := $(BUILD)/libcsifs.a
 
@@ -83,7 +84,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang-14
 
 # `make` builds these; the hook (scripts/csi-plugin-hook) is a script.
-PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
+PROGS := $(if $(wildcard cmd/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
 BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench $(BUILD)/floorfs)
 # What `make test` needs beyond PROGS.
@@ -167,7 +168,7 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(MAN8DIR)/,$(notdir $(MANS))) $(DESTDIR)$(UNITDIR)/csifs.service
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(BUILD)/gen
@@ -189,7 +190,7 @@ $(LIB): $(LIB_OBJS)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/csifs: $(BUILD)/obj/fs/main.o $(LIB)
+$(BUILD)/csifs: $(BUILD)/obj/cmd/main.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

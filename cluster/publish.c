@@ -2,8 +2,8 @@
  * keepalive), the dirty set and the status (see publish.h). */
 #include "cluster/publish_int.h"
 #include "cluster/value.h"
-#include "registry/defaults.h"
-#include "registry/log.h"
+#include "base/defaults.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <grpc/grpc.h>

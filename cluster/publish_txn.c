@@ -2,8 +2,8 @@
  * reconcile (see publish.h). Runs on the publisher's thread only. */
 #include "cluster/publish_int.h"
 #include "cluster/value.h"
-#include "registry/defaults.h"
-#include "registry/log.h"
+#include "base/defaults.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Structural mutations: plugins, instances, sockets, writable attributes.
  * Each validates against the writers' view with wlock held, marks it, and
  * hands a mutation to mut_submit() (mutate.h). */
-#include "registry/log.h"
+#include "base/log.h"
 #include "registry/mutate.h"
 
 #include <errno.h>
@@ -321,8 +321,8 @@ static void apply_attr(struct reg *reg, struct mut *m)
 {
     struct attr_ctx *a = m->ctx;
     struct inst *i = (struct inst *)m->obj;
-    free(i->attr[a->attr]);
-    i->attr[a->attr] = a->value;
+    free(i->attr[INST_ATTR(a->attr)]);
+    i->attr[INST_ATTR(a->attr)] = a->value;
     a->value = NULL;
     i->o.changed_ns = model_now_ns();
     struct ev_kv kv[] = { { "name", reg_attrs[a->attr].name }, { NULL, NULL } };

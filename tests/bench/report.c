@@ -72,6 +72,10 @@ static const struct row_def rows[R_NROWS] = {
                      .unit = "stale", .op = '<', .goal = 0.0, .sum = true },
     [R_EVENTS_REPLAY] = ROW("events_replay", "one cat events reading a full ring",
                             "cat of the same lines in a tmpfs file", "lines/s", '>', 0.8),
+    [R_RESTART_100K] = ROW("restart_100k", "csifs start to listing all 1,000 plugins, "
+                           "100,000 instances persisted", NULL, "ms", '<', 300.0),
+    [R_MEMORY_100K] = ROW("memory_100k", "RssAnon growth per instance, 100,000 instances "
+                          "restored (no sockets)", NULL, "KiB", '<', 0.4),
 };
 
 #define MAX_SAMPLES 64

@@ -50,18 +50,30 @@ void say(const char *fmt, ...)
     va_end(ap);
 }
 
-long proc_rss_kib(pid_t pid)
+/* A "<field>: N kB" line of /proc/PID/status: N, or -1. */
+static long proc_status_kib(pid_t pid, const char *field)
 {
-    char path[64], line[256];
+    char path[64], line[256], fmt[64];
     long kib = -1;
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    snprintf(fmt, sizeof(fmt), "%s: %%ld kB", field);
     FILE *f = fopen(path, "r");
     while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+        if (sscanf(line, fmt, &kib) == 1)
             break;
     if (f)
         fclose(f);
     return kib;
+}
+
+long proc_rss_kib(pid_t pid)
+{
+    return proc_status_kib(pid, "VmRSS");
+}
+
+long proc_rss_anon_kib(pid_t pid)
+{
+    return proc_status_kib(pid, "RssAnon");
 }
 
 double proc_cpu_s(pid_t pid)

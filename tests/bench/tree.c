@@ -249,27 +249,54 @@ static void reads(int rep, char **paths[S_N], const char *deep[S_N])
 
 /* ---- restart and memory ---- */
 
-static double listed_at;
+struct lister {
+    struct tf *t;
+    int plugins;
+    double listed_at;
+};
 
 /* Poll <mnt>/csi-node until it lists every plugin (the daemon restarting). */
 static void *lister(void *arg)
 {
-    (void)arg;
-    const char *dir = tf_path(&t, "csi-node");
-    for (double end = now_s() + 30; now_s() < end;) {
+    struct lister *l = arg;
+    const char *dir = tf_path(l->t, "csi-node");
+    for (double end = now_s() + 60; now_s() < end;) {
         DIR *d = opendir(dir);
         int n = 0;
         while (d && readdir(d))
             n++;
         if (d)
             closedir(d);
-        if (n >= cfg.plugins + 2) {
-            listed_at = now_s();
+        if (n >= l->plugins + 2) {
+            l->listed_at = now_s();
             return NULL;
         }
         sleep_s(0.0001);
     }
     return NULL;
+}
+
+double restart_until_listed(struct tf *t, int plugins)
+{
+    tf_halt(t);
+    pthread_t th;
+    struct tf_opts o = { .tag = "bench-restart" };   /* durable, as in production */
+    struct lister l = { t, plugins, 0 };
+    double t0 = now_s();
+    pthread_create(&th, NULL, lister, &l);
+    int rc = tf_spawn(t, &o);
+    if (rc < 0) {
+        say("restart: %s", strerror(-rc));
+        pthread_cancel(th);
+        pthread_join(th, NULL);
+        return NAN;
+    }
+    pthread_join(th, NULL);
+    if (l.listed_at == 0) {
+        say("restart: csi-node did not list %d plugins within 60 s", plugins);
+        return NAN;
+    }
+    return (l.listed_at - t0) * 1000;
 }
 
 /* Fill the events ring (default 1,024) with attribute writes. */
@@ -291,25 +318,10 @@ static void fill_ring(int rep)
 
 static void restart(int rep)
 {
-    tf_halt(&t);
-    pthread_t th;
-    struct tf_opts o = { .tag = "bench-tree" };     /* durable, as in production */
-    listed_at = 0;
-    double t0 = now_s();
-    pthread_create(&th, NULL, lister, NULL);
-    int rc = tf_spawn(&t, &o);
-    if (rc < 0) {
-        say("restart: %s", strerror(-rc));
-        pthread_cancel(th);
-        pthread_join(th, NULL);
+    double ms = restart_until_listed(&t, cfg.plugins);
+    if (isnan(ms))
         return;
-    }
-    pthread_join(th, NULL);
-    if (listed_at == 0) {
-        say("restart: csi-node did not list %d plugins within 30 s", cfg.plugins);
-        return;
-    }
-    bench_sample(R_RESTART, (listed_at - t0) * 1000, NAN, NAN);
+    bench_sample(R_RESTART, ms, NAN, NAN);
     fill_ring(rep);
     sleep_s(0.2);
     bench_sample(R_MEMORY, proc_rss_kib(t.pid) / 1024.0, NAN, NAN);

@@ -1,12 +1,12 @@
 /* csifs start-up, daemonizing, serving and stop. See daemon.h. */
 #include "cluster/publish.h"
 #include "csi/prober.h"
-#include "fs/daemon.h"
+#include "cmd/daemon.h"
 #include "fs/fs.h"
-#include "fs/mountpoint.h"
+#include "cmd/mountpoint.h"
 #include "fs/oplog.h"
-#include "fs/recover.h"
-#include "registry/log.h"
+#include "cmd/recover.h"
+#include "base/log.h"
 #include "registry/store.h"
 
 #include <errno.h>
@@ -153,7 +153,7 @@ static void note_lock(struct store *st, const char *mnt)
 {
     char type[64];
     unsigned conn = 0;
-    int rc = fs_mount_find(mnt, type, sizeof(type), &conn);
+    int rc = csifs_mount_find(mnt, type, sizeof(type), &conn);
     if (rc == 1)
         rc = store_lock_note(st, mnt, conn);
     if (rc < 0)
@@ -171,7 +171,9 @@ static int serve(struct run *r)
     struct csi_prober *pr = NULL;
     struct cl_pub *pub = NULL;
     raise_nofile();
-    int rc = store_open(&st, o->state, o->nosync ? STORE_NOSYNC : 0, err, sizeof(err));
+    /* main() ran store_check_forked on the state dir (store.h) */
+    int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
+                        sizeof(err));
     struct reg_opts ro = { .events_ring = o->events_ring, .max_instances = o->max_instances,
                            .health_timeout_ms = o->health_timeout_ms,
                            .backend = st ? store_backend(st) : NULL };
@@ -247,14 +249,14 @@ static int state_usable(const char *state, char *err, size_t errlen)
     return -e;
 }
 
-int fs_daemon_run(struct csifs_opts *o)
+int csifs_daemon_run(struct csifs_opts *o)
 {
     reg_log_set_level(o->log_level);
     fuse_set_log_func(fuse_log_fn);
     fuse_quiet = true;
     char err[1024] = "";
     struct run r = { .o = o, .report_fd = -1 };
-    if (fs_resolve_mountpoint(&o->mountpoint) < 0) {
+    if (csifs_mountpoint_resolve(&o->mountpoint) < 0) {
         reg_log(LOG_ERR, "out of memory");
         return 1;
     }
@@ -267,13 +269,13 @@ int fs_daemon_run(struct csifs_opts *o)
         reg_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
         return 2;
     }
-    int rc = fs_recover_state(o->state, err, sizeof(err));
+    int rc = csifs_state_recover(o->state, err, sizeof(err));
     if (rc == 0)
         rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */
     if (rc == 0)
         rc = state_usable(o->state, err, sizeof(err));
     if (rc == 0)
-        rc = fs_prepare_mountpoint(o->mountpoint, err, sizeof(err));
+        rc = csifs_mountpoint_prepare(o->mountpoint, err, sizeof(err));
     if (rc == 0 && (rc = fs_session_mount(r.fs)) < 0)
         snprintf(err, sizeof(err), "%s: cannot mount: %s", o->mountpoint,
                  *fuse_last ? fuse_last : strerror(-rc));
