@@ -4,6 +4,7 @@
 set -eu
 
 # prometheus: promtool, which tests/integration/metrics runs on <mnt>/metrics
+# cflow: scripts/check-cycles.sh (make check), the file-level call graph
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
 libgrpc-dev
@@ -14,7 +15,8 @@ libcriterion-dev
 valgrind strace util-linux coreutils procps dash shellcheck
 systemd mandoc man-db groff-base
 prometheus
-clang-14 libfuzzer-14-dev"
+clang-14 libfuzzer-14-dev
+cflow"
 
 missing=""
 for p in $PKGS; do
