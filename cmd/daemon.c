@@ -169,7 +169,9 @@ static int serve(struct run *r)
     struct reg *reg = NULL;
     struct csi_prober *pr = NULL;
     raise_nofile();
-    int rc = store_open(&st, o->state, o->nosync ? STORE_NOSYNC : 0, err, sizeof(err));
+    /* main() ran store_check_forked on the state dir (store.h) */
+    int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
+                        sizeof(err));
     struct reg_opts ro = { .events_ring = o->events_ring, .max_instances = o->max_instances,
                            .health_timeout_ms = o->health_timeout_ms,
                            .backend = st ? store_backend(st) : NULL };

@@ -40,10 +40,17 @@ static int ht_grow(struct htab *t, size_t nb)
     return 0;
 }
 
+/* Chains of one entry on average at most: a bucket array of 8 bytes per
+ * entry at worst, 4 at best (memory_100k). */
+bool ht_full(const struct htab *t, size_t more)
+{
+    return t->n + more > t->nb;
+}
+
 int ht_reserve(struct htab *t, size_t more)
 {
     size_t nb = t->nb ? t->nb : 64;
-    while (t->n + more > nb * 3 / 4)
+    while (t->n + more > nb)
         nb *= 2;
     return nb == t->nb ? 0 : ht_grow(t, nb);
 }
@@ -188,7 +195,7 @@ void model_free_inst(struct inst *i)
     free(i->socket);
     free(i->reason);
     model_free_fp(&i->fp);
-    for (int a = 0; a < REG_NATTRS; a++)
+    for (int a = 0; a < INST_NATTRS; a++)
         free(i->attr[a]);
     for (unsigned k = 0; i->hist && k < i->nhist; k++)
         model_reason_put(i->hist[(i->hist_head + k) % REG_HISTORY].reason);

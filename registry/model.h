@@ -68,6 +68,12 @@ struct fp {
     int64_t max_volumes;
 };
 
+/* Only the writable attributes have values of their own (the others are
+ * computed): REG_A_MOUNT_POINT and REG_A_CONTAINER_MOUNT_POINT, adjacent in
+ * enum reg_attr (tests/unit/registry.c checks that every REG_AF_WRITABLE one is). */
+#define INST_ATTR(a) ((a) - REG_A_MOUNT_POINT)
+#define INST_NATTRS (REG_A_CONTAINER_MOUNT_POINT - REG_A_MOUNT_POINT + 1)
+
 struct inst {
     struct obj o;
     struct plugin *plugin;
@@ -83,7 +89,7 @@ struct inst {
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
     int32_t pid;                 /* listening process, 0 unknown (memory only) */
-    char *attr[REG_NATTRS];      /* writable attribute values, NULL = empty */
+    char *attr[INST_NATTRS];     /* writable attribute values by INST_ATTR(a), NULL = empty */
     struct hist *hist;           /* REG_HISTORY entries, allocated on first probe */
     unsigned nhist, hist_head;
 };
@@ -137,6 +143,8 @@ void ht_init(struct htab *t);
 void ht_free(struct htab *t);
 /* Grow t so that `more` inserts cannot fail (-ENOMEM changes nothing). */
 int ht_reserve(struct htab *t, size_t more);
+/* Would `more` inserts make ht_reserve grow t? */
+bool ht_full(const struct htab *t, size_t more);
 /* Insert; the room must have been reserved. */
 void ht_insert(struct htab *t, struct hlink *l, uint64_t hash);
 void ht_remove(struct htab *t, struct hlink *l);
