@@ -29,40 +29,6 @@ static void set_state(struct cl_pub *p, enum cl_state st)
         reg_log(st == CL_CONNECTED ? LOG_INFO : LOG_WARNING, "cluster: %s", state_names[st]);
 }
 
-void cl_pub_note_error(struct cl_pub *p, const char *what, int err)
-{
-    char e[400];
-    etcd_client_error(p->c, e, sizeof(e));
-    pthread_mutex_lock(&p->mu);
-    p->counts.failures++;
-    if (err == -ESTALE || !*e)
-        snprintf(p->error, sizeof(p->error), "%s: %s", what, strerror(-err));
-    else
-        snprintf(p->error, sizeof(p->error), "%s", e);
-    pthread_mutex_unlock(&p->mu);
-}
-
-void cl_pub_mark(struct cl_pub *p, const struct cl_plugin_ref *r)
-{
-    pthread_mutex_lock(&p->mu);
-    bool found = false;
-    for (size_t i = 0; i < p->n_dirty && !found; i++)
-        found = p->dirty[i].type == r->type && !strcmp(p->dirty[i].name, r->name);
-    if (!found && p->n_dirty == p->cap_dirty) {
-        size_t cap = p->cap_dirty ? 2 * p->cap_dirty : 16;
-        struct cl_plugin_ref *n = realloc(p->dirty, cap * sizeof(*n));
-        if (n) {
-            p->dirty = n;
-            p->cap_dirty = cap;
-        }
-    }
-    if (!found && p->n_dirty < p->cap_dirty)
-        p->dirty[p->n_dirty++] = *r;
-    /* (out of memory: the next reconcile publishes it) */
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-}
-
 static void on_change(const struct reg_change *c, void *arg)
 {
     if (c->kind == REG_C_HISTORY)
@@ -223,8 +189,14 @@ static int establish(struct cl_pub *p)
         err = take_lease(p);
     if (!err)
         err = claim_info(p, mod);
-    if (!err)
+    if (!err) {
+        /* the reconcile reads every plugin after this: a change made while
+         * it runs stays dirty */
+        pthread_mutex_lock(&p->mu);
+        p->n_dirty = 0;
+        pthread_mutex_unlock(&p->mu);
         err = cl_pub_reconcile(p);
+    }
     if (err)
         return err;
     p->session = true;
@@ -233,7 +205,6 @@ static int establish(struct cl_pub *p)
     pthread_mutex_lock(&p->mu);
     p->counts.sessions++;
     p->error[0] = '\0';
-    p->n_dirty = 0;                     /* the reconcile wrote them all */
     pthread_mutex_unlock(&p->mu);
     return 0;
 }

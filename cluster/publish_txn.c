@@ -11,6 +11,42 @@
 #include <string.h>
 #include <time.h>
 
+/* ---- the dirty set and the status's error (publish.c calls them too) ---- */
+
+void cl_pub_note_error(struct cl_pub *p, const char *what, int err)
+{
+    char e[400];
+    etcd_client_error(p->c, e, sizeof(e));
+    pthread_mutex_lock(&p->mu);
+    p->counts.failures++;
+    if (err == -ESTALE || !*e)
+        snprintf(p->error, sizeof(p->error), "%s: %s", what, strerror(-err));
+    else
+        snprintf(p->error, sizeof(p->error), "%s", e);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_pub_mark(struct cl_pub *p, const struct cl_plugin_ref *r)
+{
+    pthread_mutex_lock(&p->mu);
+    bool found = false;
+    for (size_t i = 0; i < p->n_dirty && !found; i++)
+        found = p->dirty[i].type == r->type && !strcmp(p->dirty[i].name, r->name);
+    if (!found && p->n_dirty == p->cap_dirty) {
+        size_t cap = p->cap_dirty ? 2 * p->cap_dirty : 16;
+        struct cl_plugin_ref *n = realloc(p->dirty, cap * sizeof(*n));
+        if (n) {
+            p->dirty = n;
+            p->cap_dirty = cap;
+        }
+    }
+    if (!found && p->n_dirty < p->cap_dirty)
+        p->dirty[p->n_dirty++] = *r;
+    /* (out of memory: the next reconcile publishes it) */
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 /* ---- values ---- */
 
 /* An attribute as one line: trailing newline dropped, inner ones as ','. */

@@ -21,7 +21,7 @@ struct htab {
     size_t nb, n;
 };
 
-/* A history reason, interned (health.c): the entries with the same text
+/* A history reason, interned (model.c): the entries with the same text
  * share one; freed with its last entry. Changed only under wlock and lock
  * (apply), read under lock. */
 struct hreason {
@@ -165,9 +165,13 @@ void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent);
 /* Frees an unlinked instance; its history puts its reasons back into
  * reg->reasons, so the caller holds reg->wlock and reg->lock (or is alone). */
 void model_free_inst(struct inst *i);
-/* Drop one reference to a history reason (NULL: nothing); the last frees
- * it (health.c). */
-void health_reason_put(struct hreason *r);
+/* Interned history reasons (reg->reasons): a reason with text s, room for
+ * it reserved, not interned yet (NULL on ENOMEM); the interned twin of
+ * *spare, referenced, else *spare itself interned (*spare becomes NULL);
+ * drop one reference (NULL: nothing), the last frees it. */
+struct hreason *model_reason_new(struct reg *reg, const char *s);
+struct hreason *model_reason_intern(struct reg *reg, struct hreason **spare);
+void model_reason_put(struct hreason *r);
 void model_free_fp(struct fp *f);
 int64_t model_now_ns(void);
 int64_t model_mono_ms(void);
