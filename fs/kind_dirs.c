@@ -30,7 +30,7 @@ int fs_type_child(struct fs *fs, const struct fs_node *dir, const char *name,
 {
     if (reg_lookup_plugin(fs->reg, dir->type, name, &out->r) < 0)
         return -ENOENT;
-    return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
+    return fs_resolve(fs, fs_ino(out->r.seq, SLOT_DIR), out);
 }
 
 int fs_type_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)
@@ -62,7 +62,7 @@ int fs_plugin_child(struct fs *fs, const struct fs_node *dir, const char *name,
 {
     if (reg_lookup_instance(fs->reg, dir->r.seq, name, &out->r) < 0)
         return -ENOENT;
-    return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
+    return fs_resolve(fs, fs_ino(out->r.seq, SLOT_DIR), out);
 }
 
 int fs_plugin_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)

@@ -425,8 +425,7 @@ void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
     if (!changed)
         return;
     i->health_ver++;
-    static const char *const names[] = { "unknown", "healthy", "unhealthy" };
-    struct ev_kv kv[] = { { "state", names[h] }, { "ready", ready ? "1" : "0" },
+    struct ev_kv kv[] = { { "state", reg_health_names[h] }, { "ready", ready ? "1" : "0" },
                           { NULL, NULL } };
     mut_emit(reg, m, REG_C_HEALTH, &i->o, "health", kv, reason, 0);
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 
 const char *const reg_type_names[REG_NTYPES] = { "csi-controller", "csi-node" };
+const char *const reg_health_names[REG_NHEALTH] = { "unknown", "healthy", "unhealthy" };
 
 int reg_type_parse(const char *name)
 {
