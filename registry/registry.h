@@ -159,9 +159,9 @@ struct reg_node {
 };
 /* Node by seq, or -ENOENT. */
 int reg_get(struct reg *reg, uint64_t seq, struct reg_node *out);
-int reg_lookup_plugin(struct reg *reg, enum reg_type type, const char *plugin,
+int reg_plugin_lookup(struct reg *reg, enum reg_type type, const char *plugin,
                       struct reg_node *out);
-int reg_lookup_instance(struct reg *reg, uint64_t plugin_seq, const char *alloc,
+int reg_instance_lookup(struct reg *reg, uint64_t plugin_seq, const char *alloc,
                         struct reg_node *out);
 /* Children of a type (parent 0, plugins) or of a plugin (instances), newest
  * first, starting after the child with seq `after` (0 = from the start).
