@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "base/version.h"
+#include "cluster/opts.h"
 
 struct csifs_opts {
     char *mountpoint, *state;
@@ -22,6 +23,7 @@ struct csifs_opts {
     gid_t registrar_gid;
     unsigned events_ring, max_instances;
     int log_level;                   /* LOG_ERR .. LOG_DEBUG */
+    struct cl_opts cluster;          /* cluster=, cluster_* (cluster/opts.h) */
     struct fuse_args fuse;
 };
 

@@ -5,6 +5,8 @@ set -eu
 
 # prometheus: promtool, which tests/integration/metrics runs on <mnt>/metrics
 # cflow: scripts/check-cycles.sh (make check), the file-level call graph
+# etcd-server, etcd-client, openssl: tests/system's etcd clusters (cluster/),
+# etcdctl, and their TLS certificates
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
 libgrpc-dev
@@ -16,7 +18,10 @@ valgrind strace util-linux coreutils procps dash shellcheck
 systemd mandoc man-db groff-base
 prometheus
 clang-14 libfuzzer-14-dev
-cflow"
+cflow
+etcd-server
+etcd-client
+openssl"
 
 missing=""
 for p in $PKGS; do
