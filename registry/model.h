@@ -63,7 +63,7 @@ struct plugin {
     uint32_t restoring;          /* instances restored and not yet probed:
                                   * current holds while any (DESIGN 2) */
     uint64_t saved_current;      /* load only: the persisted current's seq */
-    uint64_t probes[3], health_changes[3]; /* by outcome, by health (metrics) */
+    uint64_t probes[3], health_changes[REG_NHEALTH]; /* by outcome, by health (metrics) */
 };
 
 struct fp {
