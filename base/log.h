@@ -3,8 +3,10 @@
  * reg_log(prio, ...) writes one line when prio is at or above the level
  * (LOG_ERR .. LOG_DEBUG of syslog.h; default LOG_INFO): to stderr ("csifs: "
  * prefix, or sd-daemon's "<N>" prefix when stderr is the journal, i.e.
- * JOURNAL_STREAM names it), and to syslog once reg_log_syslog() was called.
- * Thread-safe; never blocks on anything but the write.
+ * JOURNAL_STREAM names it, or "<ISO-8601 UTC time> <level> " once
+ * reg_log_stamp() was called and stderr is not the journal), to the log
+ * file (reg_log_file: always stamped), and to syslog once reg_log_syslog()
+ * was called. Thread-safe; never blocks on anything but the write.
  *
  * reg_why(): the text an errno cannot carry ("name must be 1-63 of
  * [A-Za-z0-9._-]"), set by the validation that refused the last call of
@@ -15,8 +17,15 @@
 #include <syslog.h>
 
 void reg_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* "debug", "info", "warning", "err" -> LOG_*; -EINVAL otherwise. */
+/* "debug", "info", "notice", "warning", "err" -> LOG_*; -EINVAL otherwise. */
 int reg_log_level_parse(const char *s);
+/* Whether a line at prio would be written (to skip costly arguments). */
+int reg_log_on(int prio);
+/* Also append every line to path (created 0640): 0 or -errno. */
+int reg_log_file(const char *path);
+/* Stamp stderr's lines with the time and level (the foreground without
+ * journald). */
+void reg_log_stamp(void);
 void reg_log_set_level(int prio);
 /* Also to syslog (daemon facility); stderr then goes only where it goes. */
 void reg_log_syslog(void);

@@ -6,6 +6,7 @@
 #include "cmd/mountpoint.h"
 #include "fs/oplog.h"
 #include "cmd/recover.h"
+#include "base/defaults.h"
 #include "base/log.h"
 #include "registry/store.h"
 
@@ -171,6 +172,7 @@ static int serve(struct run *r)
     struct csi_prober *pr = NULL;
     struct cl_pub *pub = NULL;
     raise_nofile();
+    int64_t t0 = csifs_mono_us();
     /* main() ran store_check_forked on the state dir (store.h) */
     int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
                         sizeof(err));
@@ -180,8 +182,13 @@ static int serve(struct run *r)
     if (rc == 0 && (rc = reg_open(&reg, &ro)) < 0)
         snprintf(err, sizeof(err), "%s: cannot restore the registry: %s", o->state,
                  strerror(-rc));
-    if (rc == 0)
+    if (rc == 0) {
+        unsigned long np, ni;
+        reg_count(reg, &np, &ni);
+        reg_log(LOG_INFO, "restored %lu plugins, %lu instances from %s in %lld ms", np, ni,
+                o->state, (long long)((csifs_mono_us() - t0) / 1000));
         note_lock(st, o->mountpoint);
+    }
     if (rc == 0 && (rc = fs_oplog_subscribe(reg)) == 0 && (rc = fs_attach(r->fs, reg)) < 0)
         snprintf(err, sizeof(err), "cannot start the notifier: %s", strerror(-rc));
     struct csi_prober_opts po = { .heartbeat_ms = o->heartbeat_ms,
@@ -252,6 +259,13 @@ static int state_usable(const char *state, char *err, size_t errlen)
 int csifs_daemon_run(struct csifs_opts *o)
 {
     reg_log_set_level(o->log_level);
+    if (o->foreground)
+        reg_log_stamp();             /* stderr: time and level, unless journald's */
+    int lrc = o->log_file ? reg_log_file(o->log_file) : 0;
+    if (lrc < 0) {
+        reg_log(LOG_ERR, "log_file=%s: cannot open: %s", o->log_file, strerror(-lrc));
+        return 1;
+    }
     fuse_set_log_func(fuse_log_fn);
     fuse_quiet = true;
     char err[1024] = "";

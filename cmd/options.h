@@ -24,6 +24,7 @@ struct csifs_opts {
     unsigned events_ring, max_instances;
     int log_level;                   /* LOG_ERR .. LOG_DEBUG */
     struct cl_opts cluster;          /* cluster=, cluster_* (cluster/opts.h) */
+    char *log_file;                  /* absolute, or NULL */
     struct fuse_args fuse;
 };
 

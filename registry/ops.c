@@ -5,6 +5,7 @@
 #include "registry/mutate.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,8 +155,13 @@ int reg_instance_register(struct reg *reg, enum reg_type type, const char *plugi
         rc = -ENOENT;
     else if (mut_find_inst(reg, p, alloc))
         rc = -EEXIST;
-    else if (p->w_count >= reg->opts.max_instances)
+    else if (p->w_count >= reg->opts.max_instances) {
+        static _Thread_local char why[80];
+        snprintf(why, sizeof(why), "max_instances (%u) reached for this plugin",
+                 reg->opts.max_instances);
+        reg_why_set(why);
         rc = -ENOSPC;
+    }
     else if ((rc = mut_check_room(reg, MUT_EST_REC)) == 0 &&
              (!(i = (struct inst *)new_obj(reg, sizeof(*i), REG_K_INSTANCE, type, alloc)) ||
               !(i->reason = strdup("no socket set"))))

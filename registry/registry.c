@@ -409,3 +409,15 @@ ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap)
     pthread_rwlock_unlock(&reg->lock);
     return n;
 }
+
+void reg_count(struct reg *reg, unsigned long *plugins, unsigned long *instances)
+{
+    *plugins = *instances = 0;
+    pthread_rwlock_rdlock(&reg->lock);
+    for (int t = 0; t < REG_NTYPES; t++)
+        for (struct obj *o = reg->types[t]; o; o = o->next) {
+            ++*plugins;
+            *instances += model_as_plugin(o)->count;
+        }
+    pthread_rwlock_unlock(&reg->lock);
+}
