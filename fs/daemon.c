@@ -5,6 +5,7 @@
 #include "fs/mountpoint.h"
 #include "fs/oplog.h"
 #include "fs/recover.h"
+#include "http/http.h"
 #include "registry/log.h"
 #include "registry/store.h"
 
@@ -49,6 +50,7 @@ struct run {
     struct csifs_opts *o;
     struct fs *fs;
     int report_fd;                   /* write end of the pipe, or -1 */
+    int http_fd;                     /* -o http='s listening socket, or -1 */
     bool served;                     /* INIT answered (atomic) */
 };
 
@@ -160,6 +162,32 @@ static void note_lock(struct store *st, const char *mnt)
                 strerror(-rc));
 }
 
+/* -o http=: serve it from now on (a failure is logged: the mount serves). */
+static struct http *start_http(struct run *r, struct reg *reg)
+{
+    if (r->http_fd < 0)
+        return NULL;
+    char type[64];
+    unsigned conn = 0;
+    char waiting[128];               /* fusectl mounted by fs_conn_open */
+    int wfd = fs_mount_find(r->o->mountpoint, type, sizeof(type), &conn) == 1
+              ? fs_conn_open(conn, "waiting", O_RDONLY) : -ENOENT;
+    if (wfd < 0)
+        reg_log(LOG_WARNING, "http: /healthz cannot read the FUSE connection's waiting "
+                "requests: %s (it answers 200)", strerror(-wfd));
+    else
+        close(wfd);
+    snprintf(waiting, sizeof(waiting), FS_FUSECTL "/%u/waiting", conn);
+    struct http *h = NULL;
+    struct http_opts ho = { .listen_fd = r->http_fd, .waiting = wfd < 0 ? NULL : waiting,
+                            .fs = r->fs, .reg = reg };
+    int rc = http_start(&h, &ho);
+    r->http_fd = -1;
+    if (rc < 0)
+        reg_log(LOG_ERR, "http=%s: cannot serve: %s", r->o->http, strerror(-rc));
+    return h;
+}
+
 /* After the mount (and the fork): store, registry, prober, serve. */
 static int serve(struct run *r)
 {
@@ -185,8 +213,10 @@ static int serve(struct run *r)
                                   .health_timeout_ms = o->health_timeout_ms, .log = reg_log };
     if (rc == 0 && (rc = csi_prober_start(&pr, reg, &po)) < 0)
         snprintf(err, sizeof(err), "cannot start the prober: %s", strerror(-rc));
+    struct http *http = rc == 0 ? start_http(r, reg) : NULL;
     if (rc == 0)
         rc = fs_loop(r->fs, true);
+    http_stop(http);
     bool served = __atomic_load_n(&r->served, __ATOMIC_ACQUIRE);
     if (rc == 0 && !served) {
         rc = -EIO;
@@ -246,7 +276,7 @@ int fs_daemon_run(struct csifs_opts *o)
     fuse_set_log_func(fuse_log_fn);
     fuse_quiet = true;
     char err[1024] = "";
-    struct run r = { .o = o, .report_fd = -1 };
+    struct run r = { .o = o, .report_fd = -1, .http_fd = -1 };
     if (fs_resolve_mountpoint(&o->mountpoint) < 0) {
         reg_log(LOG_ERR, "out of memory");
         return 1;
@@ -267,6 +297,11 @@ int fs_daemon_run(struct csifs_opts *o)
         rc = state_usable(o->state, err, sizeof(err));
     if (rc == 0)
         rc = fs_prepare_mountpoint(o->mountpoint, err, sizeof(err));
+    if (rc == 0 && o->http && (rc = http_listen(o->http, &r.http_fd, err, sizeof(err))) < 0) {
+        reg_log(LOG_ERR, "%s", err);
+        fs_destroy(r.fs);
+        return rc == -EINVAL ? 2 : 1;
+    }
     if (rc == 0 && (rc = fs_session_mount(r.fs)) < 0)
         snprintf(err, sizeof(err), "%s: cannot mount: %s", o->mountpoint,
                  *fuse_last ? fuse_last : strerror(-rc));

@@ -24,6 +24,12 @@ int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen);
  * path it names, as the mount table will show it. 0 or -ENOMEM. */
 int fs_resolve_mountpoint(char **mnt);
 
+#define FS_FUSECTL "/sys/fs/fuse/connections"
+
+/* Open file ("waiting", "abort") of FUSE connection conn in fusectl
+ * (mounted when it is not): an fd (O_CLOEXEC) or a negative errno. */
+int fs_conn_open(unsigned conn, const char *file, int flags);
+
 /* Abort FUSE connection conn through fusectl (mounted when it is not). */
 int fs_abort_conn(unsigned conn);
 

@@ -16,6 +16,7 @@
 /* Raw strings as fuse_opt fills them; converted after parsing. */
 struct raw {
     char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max, *level;
+    char *http;
     int nosync, foreground, debug, help, version;
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
     int nargs;                       /* non-option arguments seen */
@@ -44,6 +45,7 @@ static const struct fuse_opt spec[] = {
     OPT("events_ring=%s", ring),
     OPT("max_instances=%s", max),
     OPT("log_level=%s", level),
+    OPT("http=%s", http),
     { "nosync", offsetof(struct raw, nosync), 1 },
 #ifdef CSIFS_TEST_OPTS
     OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
@@ -215,6 +217,7 @@ int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, siz
     o->nosync = r.nosync;
     o->help = r.help;
     o->version = r.version;
+    o->http = r.http;                /* checked when bound (daemon) */
     free(r.heartbeat);
     free(r.probe_timeout);
     free(r.health_timeout);
@@ -235,6 +238,7 @@ void fs_opts_free(struct csifs_opts *o)
 {
     free(o->state);
     free(o->mountpoint);
+    free(o->http);
     fuse_opt_free_args(&o->fuse);
 }
 
@@ -259,6 +263,8 @@ void fs_print_help(const char *prog)
            "  max_instances=N        instances per plugin (default 10000)\n"
            "  nosync                 commit without fsync (benchmarks only)\n"
            "  log_level=LEVEL        debug, info (default), warning or err\n"
+           "  http=[ADDR:]PORT       serve /metrics and /healthz over HTTP (ADDR default\n"
+           "                         127.0.0.1; off by default)\n"
            "DUR is N (seconds), Nms, Ns or Nm. A SOURCE (as mount(8) gives) is ignored,\n"
            "and so are defaults, noauto, nofail, _netdev, x-* and comment=. Other -o\n"
            "options go to FUSE.\n",

@@ -4,6 +4,7 @@
 set -eu
 
 # prometheus: promtool, which tests/integration/metrics runs on <mnt>/metrics
+# libmicrohttpd-dev, libmicrohttpd12: -o http= (http/); curl: the HTTP tests
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
 libgrpc-dev
@@ -14,7 +15,9 @@ libcriterion-dev
 valgrind strace util-linux coreutils procps dash shellcheck
 systemd mandoc man-db groff-base
 prometheus
-clang-14 libfuzzer-14-dev"
+clang-14 libfuzzer-14-dev
+libmicrohttpd-dev libmicrohttpd12
+curl"
 
 missing=""
 for p in $PKGS; do
