@@ -15,8 +15,9 @@
 #   make uninstall  remove exactly what `make install` installed
 #   make clean
 #
-# Layout: every .c in registry/ csi/ fs/ http/ kubelet/ (but fs/main.c) and every generated
-# proto/*.pb-c.c goes into one static library; binaries and tests link it.
+# Layout: every .c in base/ registry/ csi/ fs/ cmd/ http/ kubelet/ (but cmd/main.c) and every
+# generated proto/*.pb-c.c goes into one static library; binaries and tests
+# link it.
 
 BUILD   ?= build
 # make V=1 shows the full commands
@@ -60,7 +61,7 @@ LIBS        = $(PKG_LIBS) -lpthread
 PROTOS      := $(wildcard proto/*.proto)
 PROTO_C     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.h)
-LIB_SRCS    := $(filter-out fs/main.c,$(wildcard registry/*.c csi/*.c fs/*.c http/*.c kubelet/*.c))
+LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c http/*.c kubelet/*.c))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 LIB         := $(BUILD)/libcsifs.a
 
@@ -73,7 +74,7 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 SYSTEM_TESTS := $(if $(filter 1,$(SAN)),,$(patsubst tests/system/%.c,$(BUILD)/tests/system/%,$(wildcard tests/system/*.c)))
 TOOLS        := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
 PLUGIN_SRCS  := $(wildcard tests/plugin/*.c)
-BENCH_SRCS   := $(wildcard tests/bench/*.c)
+BENCH_SRCS   := $(filter-out tests/bench/floorfs.c,$(wildcard tests/bench/*.c))
 CRASH_SRCS   := $(wildcard tests/crash/*.c)
 ROUNDS       ?= 50
 STRESS_SRCS  := $(wildcard tests/stress/*.c)
@@ -83,11 +84,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang-14
 
 # `make` builds these; the hook (scripts/csi-plugin-hook) is a script.
-PROGS := $(if $(wildcard fs/main.c),$(BUILD)/csifs) \
+PROGS := $(if $(wildcard cmd/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
-BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench)
+BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench $(BUILD)/floorfs)
 # What `make test` needs beyond PROGS.
-CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/floorfs
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
@@ -167,7 +168,7 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(MAN8DIR)/,$(notdir $(MANS))) $(DESTDIR)$(UNITDIR)/csifs.service
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(BUILD)/gen
@@ -189,7 +190,7 @@ $(LIB): $(LIB_OBJS)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/csifs: $(BUILD)/obj/fs/main.o $(LIB)
+$(BUILD)/csifs: $(BUILD)/obj/cmd/main.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -198,6 +199,12 @@ $(BUILD)/csi-test-plugin: $(PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+# The floor of the tree rows (tests/bench/floorfs.c): csifs's receive loop
+# (fs/serve.c), nothing else of csifs.
+$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

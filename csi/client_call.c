@@ -1,7 +1,7 @@
 /* csi: calls and the completion-queue thread (see client.h; the locking
  * is client.c's). */
 #include "csi/client_int.h"
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <grpc/byte_buffer.h>

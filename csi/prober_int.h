@@ -13,7 +13,7 @@
 #ifndef CSIFS_CSI_PROBER_INT_H
 #define CSIFS_CSI_PROBER_INT_H
 
-#include "registry/defaults.h"
+#include "base/defaults.h"
 #include "csi/client.h"
 #include "csi/prober.h"
 

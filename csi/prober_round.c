@@ -5,7 +5,7 @@
  * the watches and the table. */
 #include "csi/prober_int.h"
 #include "csi/internal.h"
-#include "registry/counters.h"
+#include "base/counters.h"
 
 #include <errno.h>
 #include <grpc/status.h>

@@ -1,7 +1,7 @@
 /* csi: the short, stable reasons of failed calls (DESIGN section 3). */
 #include "csi/client.h"
 #include "csi/internal.h"
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <grpc/status.h>

@@ -1,6 +1,6 @@
 /* Invalidation of the kernel's caches, the notifier thread, poll on health. */
 #include "fs/inval.h"
-#include "registry/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,9 +5,9 @@
  * plugins' /proc figures) are made after the lock is released. */
 #include "fs/kinds.h"
 #include "fs/events_file.h"
-#include "fs/options.h"
 #include "fs/proc_stats.h"
-#include "registry/counters.h"
+#include "base/counters.h"
+#include "base/version.h"
 #include "registry/walk.h"
 
 #include <errno.h>

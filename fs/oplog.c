@@ -1,7 +1,7 @@
 /* Log lines for refused calls and registry changes. See oplog.h. */
 #include "fs/oplog.h"
 #include "fs/node.h"
-#include "registry/log.h"
+#include "base/log.h"
 
 #include <string.h>
 

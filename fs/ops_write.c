@@ -4,7 +4,7 @@
  * operation (one registry call). Whatever is refused leaves everything as
  * it was. */
 #include "fs/ops.h"
-#include "registry/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <stdio.h>

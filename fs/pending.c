@@ -1,6 +1,6 @@
 #include "fs/pending.h"
 
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <stdlib.h>

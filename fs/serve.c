@@ -17,7 +17,7 @@
  * writer (whose commit answers it later): an idle csifs sleeps in poll(2)
  * as before. */
 #include "fs/serve.h"
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
 
 #ifdef CSIFS_TEST_OPTS
 #include "fs/inval.h"
-#include "registry/log.h"
+#include "base/log.h"
 
 #include <stdbool.h>
 

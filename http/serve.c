@@ -3,8 +3,8 @@
  * loop's figures; nothing here goes through the mount. */
 #include "http/http.h"
 #include "fs/serve.h"
-#include "registry/defaults.h"
-#include "registry/log.h"
+#include "base/defaults.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

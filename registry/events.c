@@ -1,5 +1,5 @@
 #include "registry/events.h"
-#include "registry/counters.h"
+#include "base/counters.h"
 
 #include <errno.h>
 #include <stdbool.h>

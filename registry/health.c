@@ -1,7 +1,7 @@
 /* The health table of DESIGN section 3, applied to probe results. */
 #include "registry/mutate.h"
 
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * name), and sibling lists kept newest first. */
 #include "registry/model.h"
 
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The mutation path shared by every registry change: the commit queue and
  * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
-#include "registry/counters.h"
+#include "base/counters.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* Structural mutations: plugins, instances, sockets, writable attributes.
  * Each validates against the writers' view with wlock held, marks it, and
  * hands a mutation to mut_submit() (mutate.h). */
-#include "registry/log.h"
+#include "base/log.h"
 #include "registry/mutate.h"
 
 #include <errno.h>

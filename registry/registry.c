@@ -1,8 +1,8 @@
 /* Registry lifetime, names, restore from the backend, and the read side. */
-#include "registry/log.h"
+#include "base/log.h"
 #include "registry/mutate.h"
 
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <stdlib.h>

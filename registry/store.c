@@ -3,8 +3,8 @@
  * Layers: store.c uses store_check.c and store_upgrade.c, which use
  * store_file.c (lock, fsync, dir) and store_codec.c; none calls upward. */
 #include "registry/store_int.h"
-#include "registry/counters.h"
-#include "registry/defaults.h"
+#include "base/counters.h"
+#include "base/defaults.h"
 
 #include <errno.h>
 #include <fcntl.h>

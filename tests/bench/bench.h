@@ -12,6 +12,8 @@
  *            death_detect, probe_call
  * bare.c     the bare gRPC core baselines (run in a child process)
  * ring.c     failover, events_replay
+ * scale.c    restart_100k, memory_100k (a 1,000 x 100 tree)
+ * floorfs.c  the floor of the tree rows (a program of its own: build/floorfs)
  * counts.c   --requests: FUSE requests per workload (in-process mount)
  *
  * Each figure is measured in the same run as its baseline, alternating
@@ -51,11 +53,11 @@ extern struct bench_cfg cfg;
 
 /* ---- rows and samples (report.c) ---- */
 enum row {
-    R_BROWSE_COLD, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP, R_METRICS_READ,
+    R_BROWSE_COLD, R_BROWSE_WARM, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP, R_METRICS_READ,
     R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
-    R_EVENTS_REPLAY, R_NROWS
+    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_NROWS
 };
 
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
@@ -78,6 +80,7 @@ double now_s(void);                      /* monotonic seconds */
 int64_t wall_ms(void);                   /* CLOCK_REALTIME in ms */
 void sleep_s(double s);
 long proc_rss_kib(pid_t pid);            /* VmRSS, -1 on error */
+long proc_rss_anon_kib(pid_t pid);       /* RssAnon (no file pages), -1 on error */
 double proc_cpu_s(pid_t pid);            /* utime + stime, -1 on error */
 /* The machine's CPU time so far, all CPUs (/proc/stat): busy (user, nice,
  * system, irq, softirq) and stolen by the hypervisor; 0 or -errno. */
@@ -111,6 +114,11 @@ int drop_dentries(void);
 /* Mount a fresh tmpfs on dir (made if needed); unmount it. */
 int tmpfs_mount(const char *dir);
 void tmpfs_umount(const char *dir);
+/* floorfs (tests/bench/floorfs.c) on mnt (made if needed) serving a copy of
+ * src, durable with a state dir (NULL: read-only); waits until it is
+ * mounted. Its pid, or -errno. floor_stop: SIGTERM, reap, unmount. */
+pid_t floor_start(const char *mnt, const char *src, const char *state);
+void floor_stop(pid_t pid, const char *mnt);
 /* Spawn csifs -f on a fresh temp dir with -o state=...,<opts>; 0 or -errno. */
 int daemon_start(struct tf *t, const char *tag, const char *opts);
 /* Is the csifs of t still running? Says how it ended when it is not. */
@@ -149,12 +157,16 @@ double pread_pass(char **paths, int n);
 double stat_pass(const char *path);
 /* `cat path > /dev/null`: seconds. */
 double cat_pass(const char *path);
+/* Stop t's csifs and start it again, durable, on the same state: ms from
+ * the start until a readdir of csi-node lists `plugins` plugins, or NAN. */
+double restart_until_listed(struct tf *t, int plugins);
 
 /* ---- groups ---- */
 void bench_tree(void);        /* tree.c */
 void bench_register(void);    /* register.c */
 void bench_probe(void);       /* probe.c */
 void bench_ring(void);        /* ring.c */
+void bench_scale(void);       /* scale.c */
 int bench_requests(void);     /* counts.c */
 
 /* ---- child modes (bare.c, ring.c), run as `csifs-bench --child ...` ---- */

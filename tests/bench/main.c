@@ -98,6 +98,7 @@ int main(int argc, char **argv)
     bench_register();
     bench_ring();
     bench_probe();
+    bench_scale();
     bench_report(json, now_s() - t0);
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,18 +50,30 @@ void say(const char *fmt, ...)
     va_end(ap);
 }
 
-long proc_rss_kib(pid_t pid)
+/* A "<field>: N kB" line of /proc/PID/status: N, or -1. */
+static long proc_status_kib(pid_t pid, const char *field)
 {
-    char path[64], line[256];
+    char path[64], line[256], fmt[64];
     long kib = -1;
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    snprintf(fmt, sizeof(fmt), "%s: %%ld kB", field);
     FILE *f = fopen(path, "r");
     while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+        if (sscanf(line, fmt, &kib) == 1)
             break;
     if (f)
         fclose(f);
     return kib;
+}
+
+long proc_rss_kib(pid_t pid)
+{
+    return proc_status_kib(pid, "VmRSS");
+}
+
+long proc_rss_anon_kib(pid_t pid)
+{
+    return proc_status_kib(pid, "RssAnon");
 }
 
 double proc_cpu_s(pid_t pid)
@@ -159,6 +172,30 @@ void tmpfs_umount(const char *dir)
 {
     umount2(dir, MNT_DETACH);
     rmdir(dir);
+}
+
+pid_t floor_start(const char *mnt, const char *src, const char *state)
+{
+    char bin[4096];
+    struct stat before, now;
+    snprintf(bin, sizeof(bin), "%s/floorfs", getenv("BUILD") ? getenv("BUILD") : "build");
+    if ((mkdir(mnt, 0755) < 0 && errno != EEXIST) || stat(mnt, &before) < 0)
+        return -errno;
+    const char *argv[] = { bin, mnt, src, state, NULL };
+    pid_t pid = run_bg(argv, -1, -1);
+    for (double end = now_s() + 30; pid > 0 && now_s() < end; sleep_s(0.001))
+        if (stat(mnt, &now) == 0 && now.st_dev != before.st_dev)
+            return pid;
+    say("floorfs on %s did not mount", mnt);
+    floor_stop(pid, mnt);
+    return -ETIMEDOUT;
+}
+
+void floor_stop(pid_t pid, const char *mnt)
+{
+    if (pid > 0 && kill(pid, SIGTERM) == 0)
+        waitpid(pid, NULL, 0);
+    umount2(mnt, MNT_DETACH);        /* a floorfs that died unmounted nothing */
 }
 
 bool daemon_alive(struct tf *t)

@@ -1,9 +1,9 @@
-/* Option parsing (fs/options.c): fs_parse_cmdline on an argv made of the
- * NUL-separated input after "csifs", and fs_parse_duration on the first
+/* Option parsing (cmd/options.c): csifs_cmdline_parse on an argv made of the
+ * NUL-separated input after "csifs", and csifs_duration_parse on the first
  * string. Oracle: 0 or -EINVAL, a message with -EINVAL, a freeable result;
  * a parsed duration is not negative. */
 #include "tests/fuzz/fuzz.h"
-#include "fs/options.h"
+#include "cmd/options.h"
 
 #include <errno.h>
 
@@ -16,11 +16,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (n == 0)
         return 0;
     int64_t ms = -1;
-    int rc = fs_parse_duration(v[0], &ms);
+    int rc = csifs_duration_parse(v[0], &ms);
     if (rc == 0 && ms < 0)
-        fuzz_fail("fs_parse_duration('%s') = %lld", v[0], (long long)ms);
+        fuzz_fail("csifs_duration_parse('%s') = %lld", v[0], (long long)ms);
     if (rc != 0 && rc != -EINVAL)
-        fuzz_fail("fs_parse_duration('%s') returned %d", v[0], rc);
+        fuzz_fail("csifs_duration_parse('%s') returned %d", v[0], rc);
     argv[0] = "csifs";
     for (int i = 0; i < n; i++)
         argv[i + 1] = v[i];
@@ -28,12 +28,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct csifs_opts o;
     memset(&o, 0, sizeof(o));
     char err[512] = "";
-    rc = fs_parse_cmdline(n + 1, argv, &o, err, sizeof(err));
+    rc = csifs_cmdline_parse(n + 1, argv, &o, err, sizeof(err));
     if (rc != 0 && rc != -EINVAL && rc != -ENOMEM)
-        fuzz_fail("fs_parse_cmdline returned %d", rc);
+        fuzz_fail("csifs_cmdline_parse returned %d", rc);
     if (rc == -EINVAL && !err[0])
-        fuzz_fail("fs_parse_cmdline refused without a message");
-    fs_opts_free(&o);
+        fuzz_fail("csifs_cmdline_parse refused without a message");
+    csifs_opts_free(&o);
     free(v[0]);
     return 0;
 }

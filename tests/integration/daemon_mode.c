@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fs/mountpoint.h"
+#include "cmd/mountpoint.h"
 #include "tests/lib/fsrun.h"
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
@@ -67,7 +67,7 @@ static bool is_mount(const char *path)
 {
     char type[64];
     unsigned conn;
-    return fs_mount_find(path, type, sizeof(type), &conn) == 1 && !strcmp(type, "fuse.csifs");
+    return csifs_mount_find(path, type, sizeof(type), &conn) == 1 && !strcmp(type, "fuse.csifs");
 }
 
 static bool exists(const char *path)
@@ -156,9 +156,9 @@ static void teardown(void)
         /* a test that failed half-way may leave its own mount wedged */
         char type[64];
         unsigned conn;
-        if (fs_mount_find(mounts[k], type, sizeof(type), &conn) == 1 &&
+        if (csifs_mount_find(mounts[k], type, sizeof(type), &conn) == 1 &&
             !strcmp(type, "fuse.csifs")) {
-            fs_abort_conn(conn);
+            csifs_conn_abort(conn);
             umount2(mounts[k], MNT_DETACH);
         }
         free(mounts[k]);

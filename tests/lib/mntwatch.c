@@ -1,5 +1,6 @@
 #include "tests/lib/mntwatch.h"
 #include "tests/lib/testutil.h"
+#include "cmd/mountpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -53,17 +53,7 @@ int mw_conn(const char *mnt)
 
 int mw_abort(int conn)
 {
-    char path[96];
-    snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%d/abort", conn);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT &&
-        mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL) == 0)
-        fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rc = write(fd, "1", 1) == 1 ? 0 : -errno;
-    close(fd);
-    return rc;
+    return conn < 0 ? -ENOENT : csifs_conn_abort((unsigned)conn);
 }
 
 int mw_wait(pid_t pid, int64_t ms)

@@ -5,7 +5,7 @@
  * thread drives the completion queue; delayed replies wait in a list. */
 #include "tests/plugin/plugin.h"
 
-#include "registry/defaults.h"
+#include "base/defaults.h"
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>

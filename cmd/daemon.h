@@ -11,13 +11,13 @@
  * writes the reply; any request waits in the kernel until it is written).
  * Then READY=1 (sd_notify). SIGTERM/SIGINT: STOPPING=1,
  * unmount, exit 0. SIGHUP is ignored.
- * Logs: registry/log.h; syslog once daemonized. */
+ * Logs: base/log.h; syslog once daemonized. */
 #ifndef CSIFS_DAEMON_H
 #define CSIFS_DAEMON_H
 
-#include "fs/options.h"
+#include "cmd/options.h"
 
 /* Returns the process exit status. */
-int fs_daemon_run(struct csifs_opts *o);
+int csifs_daemon_run(struct csifs_opts *o);
 
 #endif

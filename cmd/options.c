@@ -1,8 +1,8 @@
-#include "fs/options.h"
+#include "cmd/options.h"
 #include "fs/testopt.h"
-#include "registry/log.h"
+#include "base/log.h"
 
-#include "registry/defaults.h"
+#include "base/defaults.h"
 #include "registry/registry.h"
 
 #include <errno.h>
@@ -111,7 +111,7 @@ static char *absolute(const char *path)
     return out;
 }
 
-int fs_parse_duration(const char *s, int64_t *ms)
+int csifs_duration_parse(const char *s, int64_t *ms)
 {
     char *end;
     errno = 0;
@@ -162,7 +162,7 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
         { "health_timeout", r->health_timeout, &o->health_timeout_ms },
     };
     for (size_t k = 0; k < sizeof(durs) / sizeof(durs[0]); k++)
-        if (durs[k].val && (fs_parse_duration(durs[k].val, durs[k].dst) < 0 || !*durs[k].dst))
+        if (durs[k].val && (csifs_duration_parse(durs[k].val, durs[k].dst) < 0 || !*durs[k].dst))
             return BAD("bad duration %s=%s (want N, Nms, Ns or Nm)", durs[k].name, durs[k].val);
     if (r->ring && parse_uint(r->ring, &o->events_ring) < 0)
         return BAD("bad events_ring=%s (want a positive number)", r->ring);
@@ -190,7 +190,7 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
     return 0;
 }
 
-int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, size_t errlen)
+int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, size_t errlen)
 {
     struct raw r = { 0 };
     memset(o, 0, sizeof(*o));
@@ -234,7 +234,7 @@ int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, siz
     return rc;
 }
 
-void fs_opts_free(struct csifs_opts *o)
+void csifs_opts_free(struct csifs_opts *o)
 {
     free(o->state);
     free(o->mountpoint);
@@ -242,7 +242,7 @@ void fs_opts_free(struct csifs_opts *o)
     fuse_opt_free_args(&o->fuse);
 }
 
-void fs_print_help(const char *prog)
+void csifs_help_print(const char *prog)
 {
     printf("usage: %s [-f] [-d] [-o opt[,opt...]] [[SOURCE] MOUNTPOINT]\n"
            "\n"

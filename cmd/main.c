@@ -1,6 +1,6 @@
 /* csifs: the CSI plugin registry of this host as a filesystem. */
-#include "fs/daemon.h"
-#include "registry/log.h"
+#include "cmd/daemon.h"
+#include "base/log.h"
 
 #include <stdio.h>
 
@@ -8,15 +8,15 @@ int main(int argc, char **argv)
 {
     struct csifs_opts o;
     char err[512];
-    int rc = fs_parse_cmdline(argc, argv, &o, err, sizeof(err));
+    int rc = csifs_cmdline_parse(argc, argv, &o, err, sizeof(err));
     if (rc == 0 && o.help)
-        fs_print_help(argv[0]);
+        csifs_help_print(argv[0]);
     else if (rc == 0 && o.version)
         printf("csifs %s\n", CSIFS_VERSION);
     else if (rc == 0)
-        rc = fs_daemon_run(&o);
+        rc = csifs_daemon_run(&o);
     else
         reg_log(LOG_ERR, "%s (see --help)", err);
-    fs_opts_free(&o);
+    csifs_opts_free(&o);
     return rc == 0 ? 0 : rc > 0 ? rc : 2;
 }

@@ -1,5 +1,5 @@
 /* Process-wide counters (counters.h). */
-#include "registry/counters.h"
+#include "base/counters.h"
 
 #include <time.h>
 

@@ -1,12 +1,12 @@
 /* csifs start-up, daemonizing, serving and stop. See daemon.h. */
 #include "csi/prober.h"
-#include "fs/daemon.h"
+#include "cmd/daemon.h"
 #include "fs/fs.h"
-#include "fs/mountpoint.h"
+#include "cmd/mountpoint.h"
 #include "fs/oplog.h"
-#include "fs/recover.h"
+#include "cmd/recover.h"
+#include "base/log.h"
 #include "http/http.h"
-#include "registry/log.h"
 #include "registry/store.h"
 
 #include <errno.h>
@@ -154,7 +154,7 @@ static void note_lock(struct store *st, const char *mnt)
 {
     char type[64];
     unsigned conn = 0;
-    int rc = fs_mount_find(mnt, type, sizeof(type), &conn);
+    int rc = csifs_mount_find(mnt, type, sizeof(type), &conn);
     if (rc == 1)
         rc = store_lock_note(st, mnt, conn);
     if (rc < 0)
@@ -169,15 +169,15 @@ static struct http *start_http(struct run *r, struct reg *reg)
         return NULL;
     char type[64];
     unsigned conn = 0;
-    char waiting[128];               /* fusectl mounted by fs_conn_open */
-    int wfd = fs_mount_find(r->o->mountpoint, type, sizeof(type), &conn) == 1
-              ? fs_conn_open(conn, "waiting", O_RDONLY) : -ENOENT;
+    char waiting[128];               /* fusectl mounted by csifs_conn_open */
+    int wfd = csifs_mount_find(r->o->mountpoint, type, sizeof(type), &conn) == 1
+              ? csifs_conn_open(conn, "waiting", O_RDONLY) : -ENOENT;
     if (wfd < 0)
         reg_log(LOG_WARNING, "http: /healthz cannot read the FUSE connection's waiting "
                 "requests: %s (it answers 200)", strerror(-wfd));
     else
         close(wfd);
-    snprintf(waiting, sizeof(waiting), FS_FUSECTL "/%u/waiting", conn);
+    snprintf(waiting, sizeof(waiting), CSIFS_FUSECTL "/%u/waiting", conn);
     struct http *h = NULL;
     struct http_opts ho = { .listen_fd = r->http_fd, .waiting = wfd < 0 ? NULL : waiting,
                             .fs = r->fs, .reg = reg };
@@ -270,14 +270,14 @@ static int state_usable(const char *state, char *err, size_t errlen)
     return -e;
 }
 
-int fs_daemon_run(struct csifs_opts *o)
+int csifs_daemon_run(struct csifs_opts *o)
 {
     reg_log_set_level(o->log_level);
     fuse_set_log_func(fuse_log_fn);
     fuse_quiet = true;
     char err[1024] = "";
     struct run r = { .o = o, .report_fd = -1, .http_fd = -1 };
-    if (fs_resolve_mountpoint(&o->mountpoint) < 0) {
+    if (csifs_mountpoint_resolve(&o->mountpoint) < 0) {
         reg_log(LOG_ERR, "out of memory");
         return 1;
     }
@@ -290,13 +290,13 @@ int fs_daemon_run(struct csifs_opts *o)
         reg_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
         return 2;
     }
-    int rc = fs_recover_state(o->state, err, sizeof(err));
+    int rc = csifs_state_recover(o->state, err, sizeof(err));
     if (rc == 0)
         rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */
     if (rc == 0)
         rc = state_usable(o->state, err, sizeof(err));
     if (rc == 0)
-        rc = fs_prepare_mountpoint(o->mountpoint, err, sizeof(err));
+        rc = csifs_mountpoint_prepare(o->mountpoint, err, sizeof(err));
     if (rc == 0 && o->http && (rc = http_listen(o->http, &r.http_fd, err, sizeof(err))) < 0) {
         reg_log(LOG_ERR, "%s", err);
         fs_destroy(r.fs);

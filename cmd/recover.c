@@ -1,7 +1,7 @@
 /* Recovering a wedged holder's state dir. See recover.h. */
-#include "fs/recover.h"
-#include "fs/mountpoint.h"
-#include "registry/log.h"
+#include "cmd/recover.h"
+#include "cmd/mountpoint.h"
+#include "base/log.h"
 #include "registry/store.h"
 
 #include <errno.h>
@@ -27,7 +27,7 @@ static char proc_state(long pid)
     return st ? st : '?';
 }
 
-int fs_recover_state(const char *state, char *err, size_t errlen)
+int csifs_state_recover(const char *state, char *err, size_t errlen)
 {
     struct store_holder h;
     if (store_lock_holder(state, &h) != 1 || h.pid <= 0)
@@ -41,9 +41,9 @@ int fs_recover_state(const char *state, char *err, size_t errlen)
      * for a vanished pid, abort only what the mount table confirms */
     char type[64];
     unsigned conn = 0;
-    bool ours = s == 'Z' || (*h.mount && fs_mount_find(h.mount, type, sizeof(type), &conn) == 1 &&
+    bool ours = s == 'Z' || (*h.mount && csifs_mount_find(h.mount, type, sizeof(type), &conn) == 1 &&
                              !strcmp(type, "fuse.csifs") && conn == h.conn);
-    int rc = h.conn && ours ? fs_abort_conn(h.conn) : -ENOENT;
+    int rc = h.conn && ours ? csifs_conn_abort(h.conn) : -ENOENT;
     if (rc < 0)
         reg_log(LOG_WARNING, "cannot abort FUSE connection %u: %s", h.conn, strerror(-rc));
     for (int k = 0; k < LOCK_WAIT_MS / 10; k++) {

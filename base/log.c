@@ -1,5 +1,5 @@
 /* The log lines and the reason of the last refusal. See log.h. */
-#include "registry/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  * wedged (DESIGN 7): a thread of the killed csifs stuck in the kernel keeps
  * /dev/fuse open, the process a zombie, and csifs.lock locked.
  *
- * fs_recover_state: when state's lock is held and its recorded holder is
+ * csifs_state_recover: when state's lock is held and its recorded holder is
  * dead or a zombie (State: Z) -- never merely because something timed out --
  * abort the connection it recorded through fusectl, then wait up to a
  * deadline for the lock to be released. 0 when there was nothing to do or
@@ -13,6 +13,6 @@
 
 #include <stddef.h>
 
-int fs_recover_state(const char *state, char *err, size_t errlen);
+int csifs_state_recover(const char *state, char *err, size_t errlen);
 
 #endif

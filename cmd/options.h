@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CSIFS_VERSION "0.1.0"
+#include "base/version.h"
 
 struct csifs_opts {
     char *mountpoint, *state;
@@ -26,11 +26,11 @@ struct csifs_opts {
     struct fuse_args fuse;
 };
 
-/* 0, or -EINVAL with a message in err. Free with fs_opts_free. */
-int fs_parse_cmdline(int argc, char **argv, struct csifs_opts *o, char *err, size_t errlen);
-void fs_opts_free(struct csifs_opts *o);
-void fs_print_help(const char *prog);
+/* 0, or -EINVAL with a message in err. Free with csifs_opts_free. */
+int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, size_t errlen);
+void csifs_opts_free(struct csifs_opts *o);
+void csifs_help_print(const char *prog);
 /* "250ms", "5s", "2m", "30" (seconds) -> ms; -EINVAL. */
-int fs_parse_duration(const char *s, int64_t *ms);
+int csifs_duration_parse(const char *s, int64_t *ms);
 
 #endif

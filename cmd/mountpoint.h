@@ -12,25 +12,25 @@
 /* The topmost mount on path (absolute): 1 with its fs type and connection id
  * (minor of its st_dev, the 0:NN of mountinfo), 0 when path is no mount
  * point, or a negative errno. */
-int fs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn);
+int csifs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn);
 
 /* Ready MOUNTPOINT for a mount: a dead csifs's stale mount (ENOTCONN) is
  * lazily unmounted; refused with a message in err: a live csifs (-EBUSY), a
  * FUSE mount that does not answer (-EBUSY), not a directory (-ENOTDIR); a
  * missing directory is created (its parents too). */
-int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen);
+int csifs_mountpoint_prepare(const char *mnt, char *err, size_t errlen);
 
 /* A mount point given as a symlink (not a mount root itself) becomes the
  * path it names, as the mount table will show it. 0 or -ENOMEM. */
-int fs_resolve_mountpoint(char **mnt);
+int csifs_mountpoint_resolve(char **mnt);
 
-#define FS_FUSECTL "/sys/fs/fuse/connections"
+#define CSIFS_FUSECTL "/sys/fs/fuse/connections"
 
 /* Open file ("waiting", "abort") of FUSE connection conn in fusectl
  * (mounted when it is not): an fd (O_CLOEXEC) or a negative errno. */
-int fs_conn_open(unsigned conn, const char *file, int flags);
+int csifs_conn_open(unsigned conn, const char *file, int flags);
 
 /* Abort FUSE connection conn through fusectl (mounted when it is not). */
-int fs_abort_conn(unsigned conn);
+int csifs_conn_abort(unsigned conn);
 
 #endif

@@ -1,7 +1,7 @@
 /* The mount point, the mount table, fusectl. See mountpoint.h. */
-#include "fs/mountpoint.h"
-#include "registry/defaults.h"
-#include "registry/log.h"
+#include "cmd/mountpoint.h"
+#include "base/defaults.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FUSECTL FS_FUSECTL
+#define FUSECTL CSIFS_FUSECTL
 #define PROBE_MS 2000                /* a serving FUSE daemon answers statfs at once */
 
-int fs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn)
+int csifs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn)
 {
     struct libmnt_table *tb = mnt_new_table();
     if (!tb)
@@ -85,13 +85,13 @@ static int mkdir_p(const char *path)
 
 #define FAIL(rc, ...) (snprintf(err, errlen, __VA_ARGS__), (rc))
 
-int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen)
+int csifs_mountpoint_prepare(const char *mnt, char *err, size_t errlen)
 {
     char type[64];
     unsigned conn;
     int rc;
     /* stacked stale mounts: peel them one by one */
-    for (int k = 0; k < 16 && (rc = fs_mount_find(mnt, type, sizeof(type), &conn)) == 1; k++) {
+    for (int k = 0; k < 16 && (rc = csifs_mount_find(mnt, type, sizeof(type), &conn)) == 1; k++) {
         if (strncmp(type, "fuse", 4))
             break;                   /* not FUSE: a plain lookup is safe */
         int p = probe(mnt);
@@ -119,12 +119,12 @@ int fs_prepare_mountpoint(const char *mnt, char *err, size_t errlen)
     return rc < 0 ? FAIL(rc, "%s: %s", mnt, strerror(-rc)) : 0;
 }
 
-int fs_resolve_mountpoint(char **mnt)
+int csifs_mountpoint_resolve(char **mnt)
 {
     char type[64], real[4096];
     unsigned conn;
     struct stat st;
-    if (fs_mount_find(*mnt, type, sizeof(type), &conn) != 0 || lstat(*mnt, &st) < 0 ||
+    if (csifs_mount_find(*mnt, type, sizeof(type), &conn) != 0 || lstat(*mnt, &st) < 0 ||
         !S_ISLNK(st.st_mode))
         return 0;                    /* a mount root, missing, or no link: as it is */
     if (!realpath(*mnt, real))
@@ -137,7 +137,7 @@ int fs_resolve_mountpoint(char **mnt)
     return 0;
 }
 
-int fs_conn_open(unsigned conn, const char *file, int flags)
+int csifs_conn_open(unsigned conn, const char *file, int flags)
 {
     char path[128];
     snprintf(path, sizeof(path), FUSECTL "/%u/%s", conn, file);
@@ -147,9 +147,9 @@ int fs_conn_open(unsigned conn, const char *file, int flags)
     return fd < 0 ? -errno : fd;
 }
 
-int fs_abort_conn(unsigned conn)
+int csifs_conn_abort(unsigned conn)
 {
-    int fd = fs_conn_open(conn, "abort", O_WRONLY);
+    int fd = csifs_conn_open(conn, "abort", O_WRONLY);
     if (fd < 0)
         return fd;
     int rc = write(fd, "1", 1) == 1 ? 0 : -errno;
