@@ -61,7 +61,7 @@ LIBS        = $(PKG_LIBS) -lpthread
 PROTOS      := $(wildcard proto/*.proto)
 PROTO_C     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.h)
-LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c http/*.c kubelet/*.c))
+LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c http/*.c kubelet/*.c))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 LIB         := $(BUILD)/libcsifs.a
 
@@ -122,6 +122,8 @@ test-asan: deps
 	@CSIFS_TEST_SLACK=3 $(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 VALGRIND_TESTS= check
 
 check: tests
+	@sh scripts/check-cycles.sh --self-test
+	@sh scripts/check-cycles.sh || { echo "check: FAILED: a cycle in the file-level call graph (scripts/check-cycles.sh, above)" >&2; exit 1; }
 	@BUILD="$(BUILD)" VALGRIND_TESTS="$(VALGRIND_TESTS)" \
 	  sh scripts/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS)
 

@@ -1,4 +1,5 @@
 /* csifs start-up, daemonizing, serving and stop. See daemon.h. */
+#include "cluster/publish.h"
 #include "csi/prober.h"
 #include "cmd/daemon.h"
 #include "fs/fs.h"
@@ -196,8 +197,11 @@ static int serve(struct run *r)
     struct store *st = NULL;
     struct reg *reg = NULL;
     struct csi_prober *pr = NULL;
+    struct cl_pub *pub = NULL;
     raise_nofile();
-    int rc = store_open(&st, o->state, o->nosync ? STORE_NOSYNC : 0, err, sizeof(err));
+    /* main() ran store_check_forked on the state dir (store.h) */
+    int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
+                        sizeof(err));
     struct reg_opts ro = { .events_ring = o->events_ring, .max_instances = o->max_instances,
                            .health_timeout_ms = o->health_timeout_ms,
                            .backend = st ? store_backend(st) : NULL };
@@ -213,6 +217,9 @@ static int serve(struct run *r)
                                   .health_timeout_ms = o->health_timeout_ms, .log = reg_log };
     if (rc == 0 && (rc = csi_prober_start(&pr, reg, &po)) < 0)
         snprintf(err, sizeof(err), "cannot start the prober: %s", strerror(-rc));
+    if (rc == 0 && o->cluster.n_urls &&
+        (rc = cl_pub_start(&pub, &o->cluster, reg, o->state, o->mountpoint, CSIFS_VERSION)) < 0)
+        snprintf(err, sizeof(err), "cannot start the cluster publisher: %s", strerror(-rc));
     struct http *http = rc == 0 ? start_http(r, reg) : NULL;
     if (rc == 0)
         rc = fs_loop(r->fs, true);
@@ -234,9 +241,11 @@ static int serve(struct run *r)
         reg_log(LOG_ERR, "%s", err);
         report(r, 1, err);
     }
+    cl_pub_stop(pub, true);          /* SIGTERM: the lease is revoked, the keys go */
     csi_prober_stop(pr);
     fs_destroy(r->fs);
     reg_close(reg);
+    cl_pub_free(pub);
     csi_prober_free(pr);
     store_close(st);
     if (served)

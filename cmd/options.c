@@ -21,6 +21,7 @@ struct raw {
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
     int nargs;                       /* non-option arguments seen */
     char err[256];                   /* a test option refused */
+    struct cl_opts *cluster;
 #ifdef CSIFS_TEST_OPTS
     char *dbg_commit_delay, *dbg_fail_commit;   /* test builds only */
 #endif
@@ -83,6 +84,9 @@ static int on_opt(void *data, const char *arg, int key, struct fuse_args *out)
             return 0;
     if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
         return 0;
+    int c = cl_opts_take(r->cluster, arg, r->err, sizeof(r->err));
+    if (c)
+        return c < 0 ? -1 : 0;
     int t = fs_testopt_parse(arg, r->err, sizeof(r->err));
     return t < 0 ? -1 : t > 0 ? 0 : 1;   /* else a FUSE option: keep it */
 }
@@ -177,6 +181,8 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
         return BAD("bad log_level=%s (want debug, info, warning or err)", r->level);
     if (r->nargs > 2)
         return BAD("too many arguments (want [SOURCE] MOUNTPOINT)");
+    if (cl_opts_finish(&o->cluster, err, errlen) < 0)
+        return -EINVAL;
 #ifdef CSIFS_TEST_OPTS
     static char *fail_commit;        /* what reg_test_fail_commit points at */
     unsigned delay = 0;
@@ -201,6 +207,7 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
     o->events_ring = CSIFS_EVENTS_RING;
     o->max_instances = CSIFS_MAX_INSTANCES;
     o->log_level = LOG_INFO;
+    r.cluster = &o->cluster;
     int rc = fuse_opt_parse(&o->fuse, &r, spec, on_opt) < 0
              ? BAD("%s", *r.err ? r.err : "cannot parse options") : 0;
     if (rc == 0)
@@ -239,6 +246,7 @@ void csifs_opts_free(struct csifs_opts *o)
     free(o->state);
     free(o->mountpoint);
     free(o->http);
+    cl_opts_free(&o->cluster);
     fuse_opt_free_args(&o->fuse);
 }
 
@@ -265,6 +273,12 @@ void csifs_help_print(const char *prog)
            "  log_level=LEVEL        debug, info (default), warning or err\n"
            "  http=[ADDR:]PORT       serve /metrics and /healthz over HTTP (ADDR default\n"
            "                         127.0.0.1; off by default)\n"
+           "  cluster=URL            publish to etcd (http(s)://host:port; once per endpoint)\n"
+           "  cluster_node=NAME      this host in the cluster (default the host name)\n"
+           "  cluster_prefix=KEY     etcd key prefix (default /csifs/v1)\n"
+           "  cluster_ttl=DUR        lease TTL, whole seconds, at least 2s (default 10s)\n"
+           "  cluster_cacert=FILE    CA of https:// endpoints (PEM)\n"
+           "  cluster_cert=FILE      client certificate (PEM), with cluster_key=FILE\n"
            "DUR is N (seconds), Nms, Ns or Nm. A SOURCE (as mount(8) gives) is ignored,\n"
            "and so are defaults, noauto, nofail, _netdev, x-* and comment=. Other -o\n"
            "options go to FUSE.\n",

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "base/version.h"
+#include "cluster/opts.h"
 
 struct csifs_opts {
     char *mountpoint, *state;
@@ -23,6 +24,7 @@ struct csifs_opts {
     unsigned events_ring, max_instances;
     int log_level;                   /* LOG_ERR .. LOG_DEBUG */
     char *http;                      /* -o http=[ADDR:]PORT, or NULL (http/) */
+    struct cl_opts cluster;          /* cluster=, cluster_* (cluster/opts.h) */
     struct fuse_args fuse;
 };
 

@@ -1,4 +1,5 @@
-/* The node-kind table, inode numbers, name resolution and stat. */
+/* The node-kind table, inode numbers, name resolution, stat and the entry
+ * replies. */
 #include "fs/kinds.h"
 
 #include <errno.h>
@@ -168,4 +169,39 @@ int fs_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
     if (k->stat)
         k->stat(fs, n, st);
     return 0;
+}
+
+void fs_entry_param(struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e)
+{
+    /* Cached for long, but for kinds that expire without a change anyone
+     * is told of (pending links). */
+    bool brief = fs_kinds[n->kind].brief;
+    memset(e, 0, sizeof(*e));
+    e->ino = n->ino;
+    e->entry_timeout = brief ? 0 : fs->entry_timeout;
+    e->attr_timeout = brief ? 0 : fs->attr_timeout;
+    fs_stat(fs, n, &e->attr);
+}
+
+void fs_reply_entry(fuse_req_t req, struct fs *fs, const struct fs_node *n)
+{
+    struct fuse_entry_param e;
+    /* counted before the attributes are read: a change after this sees the
+     * inode as known and invalidates it */
+    fs_lookups_add(fs, n->ino);
+    fs_entry_param(fs, n, &e);
+    if (fuse_reply_entry(req, &e) == -ENOENT)
+        fs_lookups_forget(fs, n->ino, 1);   /* interrupted: the kernel took none */
+}
+
+void fs_reply_child(fuse_req_t req, struct fs *fs, int rc, const struct fs_node *dir,
+                    const char *name)
+{
+    struct fs_node n;
+    if (rc == 0)
+        rc = fs_child(fs, dir, name, &n);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);   /* never a cached negative entry */
+    else
+        fs_reply_entry(req, fs, &n);
 }

@@ -159,7 +159,7 @@ int fs_stat(struct fs *fs, const struct fs_node *n, struct stat *st);
 /* The file name of a node with a fixed name (types, attributes, rows). */
 const char *fs_node_name(const struct fs_node *n);
 
-/* Reply helpers (fs.c): the entry of a node (counted as a lookup); the
+/* Reply helpers (node.c): the entry of a node (counted as a lookup); the
  * entry of dir/name, or the error rc (or the lookup's) when there is none. */
 void fs_reply_entry(fuse_req_t req, struct fs *fs, const struct fs_node *n);
 void fs_reply_child(fuse_req_t req, struct fs *fs, int rc, const struct fs_node *dir,

@@ -51,10 +51,13 @@ static void show_version(const struct inst *i, struct out *o) { line(o, i->fp.ve
 static void show_nodeid(const struct inst *i, struct out *o) { line(o, i->fp.nodeid); }
 static void show_topology(const struct inst *i, struct out *o) { lines(o, i->fp.topology); }
 static void show_caps(const struct inst *i, struct out *o) { lines(o, i->fp.capabilities); }
-static void show_mount(const struct inst *i, struct out *o) { line(o, i->attr[REG_A_MOUNT_POINT]); }
+static void show_mount(const struct inst *i, struct out *o)
+{
+    line(o, i->attr[INST_ATTR(REG_A_MOUNT_POINT)]);
+}
 static void show_cmount(const struct inst *i, struct out *o)
 {
-    line(o, i->attr[REG_A_CONTAINER_MOUNT_POINT]);
+    line(o, i->attr[INST_ATTR(REG_A_CONTAINER_MOUNT_POINT)]);
 }
 
 static void show_max_volumes(const struct inst *i, struct out *o)

@@ -56,56 +56,13 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
     return 0;
 }
 
-/* ---- interned history reasons (short, and the same for many probes) ---- */
-
-#define HIST_REASON_MAX 119          /* longer reasons are truncated */
-
-struct hreason *health_reason_new(struct reg *reg, const char *s)
-{
-    size_t k = strnlen(s, HIST_REASON_MAX);
-    struct hreason *r = ht_reserve(&reg->reasons, 1) < 0 ? NULL : malloc(sizeof(*r) + k + 1);
-    if (!r)
-        return NULL;
-    memcpy(r->s, s, k);
-    r->s[k] = '\0';
-    r->t = &reg->reasons;
-    r->refs = 1;
-    r->l.hash = ht_name_hash(0, 0, r->s);
-    return r;
-}
-
-void health_reason_put(struct hreason *r)
-{
-    if (r && --r->refs == 0) {
-        ht_remove(r->t, &r->l);
-        free(r);
-    }
-}
-
-/* The interned twin of *spare, referenced; else *spare itself, interned. */
-static struct hreason *reason_get(struct reg *reg, struct hreason **spare)
-{
-    struct htab *t = &reg->reasons;
-    struct hreason *s = *spare;
-    for (struct hlink *l = t->b[s->l.hash & (t->nb - 1)]; l; l = l->next) {
-        struct hreason *r = (struct hreason *)l;
-        if (l->hash == s->l.hash && !strcmp(r->s, s->s)) {
-            r->refs++;
-            return r;
-        }
-    }
-    ht_insert(t, &s->l, s->l.hash);     /* room reserved by health_reason_new */
-    *spare = NULL;
-    return s;
-}
-
 void health_hist_add(struct reg *reg, struct inst *i, const struct reg_probe *p,
                      const struct health_next *n, struct hreason **spare)
 {
     struct hist *h = &i->hist[(i->hist_head + i->nhist) % REG_HISTORY];
     if (i->nhist == REG_HISTORY) {
         i->hist_head = (i->hist_head + 1) % REG_HISTORY;
-        health_reason_put(h->reason);
+        model_reason_put(h->reason);
     } else {
         i->nhist++;
     }
@@ -113,7 +70,7 @@ void health_hist_add(struct reg *reg, struct inst *i, const struct reg_probe *p,
     h->latency_us = p->latency_us < 0 ? 0 : p->latency_us > UINT32_MAX ? UINT32_MAX
                                                                        : (uint32_t)p->latency_us;
     h->outcome = (uint8_t)n->probe_outcome;
-    h->reason = reason_get(reg, spare);
+    h->reason = model_reason_intern(reg, spare);
 }
 
 /* ---- reg_probe_result ---- */
@@ -216,7 +173,7 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
         rc = -ENOMEM;
     if (rc == 0 && !(c.reason = strdup(c.next.reason)))
         rc = -ENOMEM;
-    if (rc == 0 && !(c.spare = health_reason_new(reg, c.next.probe_reason)))
+    if (rc == 0 && !(c.spare = model_reason_new(reg, c.next.probe_reason)))
         rc = -ENOMEM;
     if (rc == 0 && c.next.set_fp && (rc = dup_fp(p->fp, &c.fp)) == 0)
         c.fp_changed = fp_differs(&i->fp, &c.fp);

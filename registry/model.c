@@ -40,10 +40,17 @@ static int ht_grow(struct htab *t, size_t nb)
     return 0;
 }
 
+/* Chains of one entry on average at most: a bucket array of 8 bytes per
+ * entry at worst, 4 at best (memory_100k). */
+bool ht_full(const struct htab *t, size_t more)
+{
+    return t->n + more > t->nb;
+}
+
 int ht_reserve(struct htab *t, size_t more)
 {
     size_t nb = t->nb ? t->nb : 64;
-    while (t->n + more > nb * 3 / 4)
+    while (t->n + more > nb)
         nb *= 2;
     return nb == t->nb ? 0 : ht_grow(t, nb);
 }
@@ -188,10 +195,10 @@ void model_free_inst(struct inst *i)
     free(i->socket);
     free(i->reason);
     model_free_fp(&i->fp);
-    for (int a = 0; a < REG_NATTRS; a++)
+    for (int a = 0; a < INST_NATTRS; a++)
         free(i->attr[a]);
     for (unsigned k = 0; i->hist && k < i->nhist; k++)
-        health_reason_put(i->hist[(i->hist_head + k) % REG_HISTORY].reason);
+        model_reason_put(i->hist[(i->hist_head + k) % REG_HISTORY].reason);
     free(i->hist);
     free(i);
 }
@@ -204,4 +211,46 @@ int64_t model_now_ns(void)
 int64_t model_mono_ms(void)
 {
     return csifs_mono_ms();
+}
+
+/* ---- interned history reasons (short, and the same for many probes) ---- */
+
+#define HIST_REASON_MAX 119          /* longer reasons are truncated */
+
+struct hreason *model_reason_new(struct reg *reg, const char *s)
+{
+    size_t k = strnlen(s, HIST_REASON_MAX);
+    struct hreason *r = ht_reserve(&reg->reasons, 1) < 0 ? NULL : malloc(sizeof(*r) + k + 1);
+    if (!r)
+        return NULL;
+    memcpy(r->s, s, k);
+    r->s[k] = '\0';
+    r->t = &reg->reasons;
+    r->refs = 1;
+    r->l.hash = ht_name_hash(0, 0, r->s);
+    return r;
+}
+
+void model_reason_put(struct hreason *r)
+{
+    if (r && --r->refs == 0) {
+        ht_remove(r->t, &r->l);
+        free(r);
+    }
+}
+
+struct hreason *model_reason_intern(struct reg *reg, struct hreason **spare)
+{
+    struct htab *t = &reg->reasons;
+    struct hreason *s = *spare;
+    for (struct hlink *l = t->b[s->l.hash & (t->nb - 1)]; l; l = l->next) {
+        struct hreason *r = (struct hreason *)l;
+        if (l->hash == s->l.hash && !strcmp(r->s, s->s)) {
+            r->refs++;
+            return r;
+        }
+    }
+    ht_insert(t, &s->l, s->l.hash);     /* room reserved by model_reason_new */
+    *spare = NULL;
+    return s;
 }

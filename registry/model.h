@@ -21,7 +21,7 @@ struct htab {
     size_t nb, n;
 };
 
-/* A history reason, interned (health.c): the entries with the same text
+/* A history reason, interned (model.c): the entries with the same text
  * share one; freed with its last entry. Changed only under wlock and lock
  * (apply), read under lock. */
 struct hreason {
@@ -68,6 +68,12 @@ struct fp {
     int64_t max_volumes;
 };
 
+/* Only the writable attributes have values of their own (the others are
+ * computed): REG_A_MOUNT_POINT and REG_A_CONTAINER_MOUNT_POINT, adjacent in
+ * enum reg_attr (tests/unit/registry.c checks that every REG_AF_WRITABLE one is). */
+#define INST_ATTR(a) ((a) - REG_A_MOUNT_POINT)
+#define INST_NATTRS (REG_A_CONTAINER_MOUNT_POINT - REG_A_MOUNT_POINT + 1)
+
 struct inst {
     struct obj o;
     struct plugin *plugin;
@@ -83,7 +89,7 @@ struct inst {
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
     int32_t pid;                 /* listening process, 0 unknown (memory only) */
-    char *attr[REG_NATTRS];      /* writable attribute values, NULL = empty */
+    char *attr[INST_NATTRS];     /* writable attribute values by INST_ATTR(a), NULL = empty */
     struct hist *hist;           /* REG_HISTORY entries, allocated on first probe */
     unsigned nhist, hist_head;
 };
@@ -137,6 +143,8 @@ void ht_init(struct htab *t);
 void ht_free(struct htab *t);
 /* Grow t so that `more` inserts cannot fail (-ENOMEM changes nothing). */
 int ht_reserve(struct htab *t, size_t more);
+/* Would `more` inserts make ht_reserve grow t? */
+bool ht_full(const struct htab *t, size_t more);
 /* Insert; the room must have been reserved. */
 void ht_insert(struct htab *t, struct hlink *l, uint64_t hash);
 void ht_remove(struct htab *t, struct hlink *l);
@@ -157,9 +165,13 @@ void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent);
 /* Frees an unlinked instance; its history puts its reasons back into
  * reg->reasons, so the caller holds reg->wlock and reg->lock (or is alone). */
 void model_free_inst(struct inst *i);
-/* Drop one reference to a history reason (NULL: nothing); the last frees
- * it (health.c). */
-void health_reason_put(struct hreason *r);
+/* Interned history reasons (reg->reasons): a reason with text s, room for
+ * it reserved, not interned yet (NULL on ENOMEM); the interned twin of
+ * *spare, referenced, else *spare itself interned (*spare becomes NULL);
+ * drop one reference (NULL: nothing), the last frees it. */
+struct hreason *model_reason_new(struct reg *reg, const char *s);
+struct hreason *model_reason_intern(struct reg *reg, struct hreason **spare);
+void model_reason_put(struct hreason *r);
 void model_free_fp(struct fp *f);
 int64_t model_now_ns(void);
 int64_t model_mono_ms(void);

@@ -61,7 +61,8 @@ uint64_t mut_est_inst(const struct inst *i, size_t extra)
 {
     size_t n = 256 + len0(i->socket) + len0(i->fp.provider) + len0(i->fp.version) +
                len0(i->fp.nodeid) + len0(i->fp.topology) + len0(i->fp.capabilities) +
-               len0(i->attr[REG_A_MOUNT_POINT]) + len0(i->attr[REG_A_CONTAINER_MOUNT_POINT]);
+               len0(i->attr[INST_ATTR(REG_A_MOUNT_POINT)]) +
+               len0(i->attr[INST_ATTR(REG_A_CONTAINER_MOUNT_POINT)]);
     return MUT_EST_REC + n + extra;
 }
 
@@ -306,8 +307,7 @@ int mut_submit(struct reg *reg, struct mut *m)
 {
     size_t links = reg->pend_links + (m->add ? 1 : 0);
     int rc = 0;
-    if (links && (reg->seqs.n + links > reg->seqs.nb * 3 / 4 ||
-                  reg->names.n + links > reg->names.nb * 3 / 4)) {
+    if (links && (ht_full(&reg->seqs, links) || ht_full(&reg->names, links))) {
         pthread_rwlock_wrlock(&reg->lock);
         rc = model_reserve(reg, links);
         pthread_rwlock_unlock(&reg->lock);
@@ -454,6 +454,6 @@ void mut_inst_rec(const struct inst *i, struct store_rec *r)
     s->fp.max_volumes = i->fp.max_volumes;
     s->fp.topology = or_empty(i->fp.topology);
     s->fp.capabilities = or_empty(i->fp.capabilities);
-    s->mount_point = or_empty(i->attr[REG_A_MOUNT_POINT]);
-    s->container_mount_point = or_empty(i->attr[REG_A_CONTAINER_MOUNT_POINT]);
+    s->mount_point = or_empty(i->attr[INST_ATTR(REG_A_MOUNT_POINT)]);
+    s->container_mount_point = or_empty(i->attr[INST_ATTR(REG_A_CONTAINER_MOUNT_POINT)]);
 }

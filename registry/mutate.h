@@ -115,12 +115,9 @@ struct health_next {
 int health_next(const struct reg *reg, const struct inst *i, const struct reg_probe *p,
                 struct health_next *out);
 /* Append a probe to the instance's history; i->hist must be allocated and
- * *spare hold a reason with n->probe_reason's text (taken when that text is
+ * *spare hold a reason with n->probe_reason's text (model_reason_new) (taken when that text is
  * not interned yet: then *spare becomes NULL). */
 void health_hist_add(struct reg *reg, struct inst *i, const struct reg_probe *p,
                      const struct health_next *n, struct hreason **spare);
-/* A reason with text s, for health_hist_add (NULL on ENOMEM); room for it
- * is reserved in reg->reasons. */
-struct hreason *health_reason_new(struct reg *reg, const char *s);
 
 #endif

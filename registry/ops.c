@@ -321,8 +321,8 @@ static void apply_attr(struct reg *reg, struct mut *m)
 {
     struct attr_ctx *a = m->ctx;
     struct inst *i = (struct inst *)m->obj;
-    free(i->attr[a->attr]);
-    i->attr[a->attr] = a->value;
+    free(i->attr[INST_ATTR(a->attr)]);
+    i->attr[INST_ATTR(a->attr)] = a->value;
     a->value = NULL;
     i->o.changed_ns = model_now_ns();
     struct ev_kv kv[] = { { "name", reg_attrs[a->attr].name }, { NULL, NULL } };

@@ -86,8 +86,8 @@ static int load_inst(const struct store_inst *si, void *arg)
     i->health = REG_UNKNOWN;
     i->reason = strdup(i->socket ? "restored, not yet re-probed" : "no socket set");
     i->unknown_since_ms = model_mono_ms();
-    i->attr[REG_A_MOUNT_POINT] = dup_or_null(si->mount_point);
-    i->attr[REG_A_CONTAINER_MOUNT_POINT] = dup_or_null(si->container_mount_point);
+    i->attr[INST_ATTR(REG_A_MOUNT_POINT)] = dup_or_null(si->mount_point);
+    i->attr[INST_ATTR(REG_A_CONTAINER_MOUNT_POINT)] = dup_or_null(si->container_mount_point);
     int rc = 0;
     if (si->fp.nodeid && (*si->fp.nodeid || *si->fp.provider)) {
         i->fp.provider = strdup(si->fp.provider);

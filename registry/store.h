@@ -20,9 +20,10 @@
  * and holding the owner's pid, so that one process at a time uses a state
  * dir. Keys and records: proto/registry.proto. Every record carries a CRC32.
  *
- * Opening validates the whole store read-only first (store_check), so a
- * refused store's data.mdb is left byte-for-byte untouched. Refusals, each
- * with a message in err naming the file and the problem:
+ * Opening validates the whole store read-only first (store_check, or the
+ * caller did: STORE_CHECKED), so a refused store's data.mdb is left
+ * byte-for-byte untouched. Refusals, each with a message in err naming the
+ * file and the problem:
  *   -EBUSY            another process holds the state dir ("<dir>/csifs.lock:
  *                     state dir in use by pid N")
  *   -ENOTSUP          unknown schema version (neither 1 nor 2)
@@ -40,6 +41,9 @@
  * transaction, after a compacted copy to <dir>/backup-v1-<YYYYMMDDTHHMMSSZ>/.
  */
 #define STORE_NOSYNC 1u              /* commit without fsync: benchmarks only */
+/* The caller validated dir with store_check_forked just before (csifs's
+ * start-up): store_open does not read every record a second time. */
+#define STORE_CHECKED 2u
 #define STORE_VERSION 2              /* the schema version this code writes */
 
 struct store;

@@ -78,13 +78,28 @@ const char *store_key_text(const MDB_val *key, char *buf, size_t cap)
 const MDB_val store_key_version = { 7, "version" };
 const MDB_val store_key_meta = { 4, "meta" };
 
+/* Append s to buf at *n, cut at STORE_KEY_MAX - 1 bytes. */
+static void key_put(char *buf, size_t *n, const char *s)
+{
+    size_t len = strlen(s), room = STORE_KEY_MAX - 1 - *n;
+    len = len < room ? len : room;
+    memcpy(buf + *n, s, len);
+    *n += len;
+}
+
+/* "<prefix><type>/<plugin>[/<alloc>]", built without printf: every record
+ * of a restore makes one or two (restart_100k). */
 static void key_fmt(MDB_val *key, char *buf, const char *prefix, enum reg_type type,
                     const char *plugin, const char *alloc)
 {
-    int n = snprintf(buf, STORE_KEY_MAX, "%s%s/%s%s%s", prefix, reg_type_names[type], plugin,
-                     alloc ? "/" : "", alloc ? alloc : "");
+    size_t n = 0;
+    const char *parts[] = { prefix, reg_type_names[type], "/", plugin, alloc ? "/" : "",
+                            alloc ? alloc : "" };
+    for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++)
+        key_put(buf, &n, parts[k]);
+    buf[n] = '\0';
     key->mv_data = buf;
-    key->mv_size = n < 0 ? 0 : n >= STORE_KEY_MAX ? STORE_KEY_MAX - 1 : (size_t)n;
+    key->mv_size = n;
 }
 
 void store_key_plugin(MDB_val *key, char *buf, enum reg_type type, const char *plugin)

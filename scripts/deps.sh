@@ -4,6 +4,9 @@
 set -eu
 
 # prometheus: promtool, which tests/integration/metrics runs on <mnt>/metrics
+# cflow: scripts/check-cycles.sh (make check), the file-level call graph
+# etcd-server, etcd-client, openssl: tests/system's etcd clusters (cluster/),
+# etcdctl, and their TLS certificates
 # libmicrohttpd-dev, libmicrohttpd12: -o http= (http/); curl: the HTTP tests
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
@@ -16,6 +19,10 @@ valgrind strace util-linux coreutils procps dash shellcheck
 systemd mandoc man-db groff-base
 prometheus
 clang-14 libfuzzer-14-dev
+cflow
+etcd-server
+etcd-client
+openssl
 libmicrohttpd-dev libmicrohttpd12
 curl"
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "registry/model.h"
 #include "registry/registry.h"
 #include "tests/lib/testutil.h"
 
@@ -81,6 +82,15 @@ static char *current(enum reg_type t, const char *p)
     if (reg_current_get(reg, pn.seq, buf, sizeof(buf)) < 0)
         return "none";
     return buf;
+}
+
+/* An instance keeps values for the writable attributes only (model.h). */
+Test(registry, writable_attributes_have_slots)
+{
+    for (int a = 0; a < REG_NATTRS; a++)
+        if (reg_attrs[a].flags & REG_AF_WRITABLE)
+            cr_assert(INST_ATTR(a) >= 0 && INST_ATTR(a) < INST_NATTRS, "%s has no slot",
+                      reg_attrs[a].name);
 }
 
 Test(registry, type_isolation)
