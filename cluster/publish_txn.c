@@ -78,7 +78,7 @@ int cl_plugin_value(struct reg *reg, const struct cl_plugin_ref *r, char **out)
 {
     struct reg_node pl, cur = { 0 };
     *out = NULL;
-    if (reg_lookup_plugin(reg, r->type, r->name, &pl) < 0)
+    if (reg_plugin_lookup(reg, r->type, r->name, &pl) < 0)
         return 0;
     struct counts c = { 0 };
     reg_list(reg, r->type, pl.seq, 0, count_healthy, &c);
