@@ -105,7 +105,7 @@ static void plugin_health(struct http *h, const char *rest, struct reply *r)
     }
     struct reg_node p, cur;
     if (t < 0 || reg_name_check(plugin) < 0 ||
-        reg_lookup_plugin(h->reg, (enum reg_type)t, plugin, &p) < 0) {
+        reg_plugin_lookup(h->reg, (enum reg_type)t, plugin, &p) < 0) {
         say(r, MHD_HTTP_NOT_FOUND, "no plugin %s\n", rest);
         return;
     }
@@ -122,7 +122,7 @@ static void plugin_health(struct http *h, const char *rest, struct reply *r)
         reason[0] = '\0';
     reason[strcspn(reason, "\n")] = '\0';
     say(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s: current %s is %s: %s\n", rest, cur.alloc,
-        cur.health == REG_UNHEALTHY ? "unhealthy" : "unknown", reason);
+        reg_health_names[cur.health], reason);
 }
 
 struct route {
