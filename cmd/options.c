@@ -17,6 +17,7 @@
 struct raw {
     char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max, *level;
     char *log_file;
+    char *http;
     int nosync, foreground, debug, help, version;
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
     int nargs;                       /* non-option arguments seen */
@@ -47,6 +48,7 @@ static const struct fuse_opt spec[] = {
     OPT("max_instances=%s", max),
     OPT("log_level=%s", level),
     OPT("log_file=%s", log_file),
+    OPT("http=%s", http),
     { "nosync", offsetof(struct raw, nosync), 1 },
 #ifdef CSIFS_TEST_OPTS
     OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
@@ -232,6 +234,7 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
     o->nosync = r.nosync;
     o->help = r.help;
     o->version = r.version;
+    o->http = r.http;                /* checked when bound (daemon) */
     free(r.heartbeat);
     free(r.probe_timeout);
     free(r.health_timeout);
@@ -253,6 +256,7 @@ void csifs_opts_free(struct csifs_opts *o)
     free(o->state);
     free(o->log_file);
     free(o->mountpoint);
+    free(o->http);
     cl_opts_free(&o->cluster);
     fuse_opt_free_args(&o->fuse);
 }
@@ -277,6 +281,8 @@ void csifs_help_print(const char *prog)
            "  events_ring=N          events kept for replay (default 1024)\n"
            "  max_instances=N        instances per plugin (default 10000)\n"
            "  nosync                 commit without fsync (benchmarks only)\n"
+           "  http=[ADDR:]PORT       serve /metrics and /healthz over HTTP (ADDR default\n"
+           "                         127.0.0.1; off by default)\n"
            "  cluster=URL            publish to etcd (http(s)://host:port; once per endpoint)\n"
            "  cluster_node=NAME      this host in the cluster (default the host name)\n"
            "  cluster_prefix=KEY     etcd key prefix (default /csifs/v1)\n"
