@@ -16,7 +16,7 @@ const char *const cnt_mut_names[CNT_NMUT] = {
     [CNT_M_PROBE] = "probe",
 };
 
-void cnt_observe(struct cnt_hist *h, int64_t us)
+void cnt_hist_observe(struct cnt_hist *h, int64_t us)
 {
     int b = 0;
     while (b < CNT_NBUCKETS && us > cnt_bucket_us[b])
@@ -35,28 +35,3 @@ void cnt_hist_read(const struct cnt_hist *h, struct cnt_hist *out)
     }
     out->sum_us = cnt_get(&h->sum_us);
 }
-
-/* What a mutation was, by the first change it made (a probe result: by
- * whether it committed a fingerprint or readiness). */
-static const enum cnt_mut by_change[] = {
-    [REG_C_PLUGIN_ADD] = CNT_M_MKDIR, [REG_C_INST_ADD] = CNT_M_MKDIR,
-    [REG_C_PLUGIN_DEL] = CNT_M_RMDIR, [REG_C_INST_DEL] = CNT_M_RMDIR,
-    [REG_C_SOCKET] = CNT_M_SOCKET, [REG_C_ATTR] = CNT_M_ATTR,
-    [REG_C_HEALTH] = CNT_M_PROBE, [REG_C_FINGERPRINT] = CNT_M_FINGERPRINT,
-    [REG_C_CURRENT] = CNT_M_PROBE, [REG_C_HISTORY] = CNT_M_PROBE,
-};
-
-void reg_cnt_mutation(const struct reg_change *ch, int nch, bool commit)
-{
-    if (nch <= 0)
-        return;
-    enum cnt_mut op = by_change[ch[0].kind];
-    if (op == CNT_M_PROBE && commit) {
-        op = CNT_M_READY;
-        for (int k = 0; k < nch; k++)
-            if (ch[k].kind == REG_C_FINGERPRINT)
-                op = CNT_M_FINGERPRINT;
-    }
-    cnt_add(&cnt.mutations[op], 1);
-}
-

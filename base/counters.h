@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "registry/registry.h"
+/* Plugin types (enum reg_type; registry.c checks that they agree). */
+#define CNT_NTYPES 2
 
 /* Histogram bucket upper bounds, in microseconds (the last is +Inf). */
 #define CNT_NBUCKETS 14
@@ -24,7 +25,7 @@ struct cnt_hist {
     uint64_t sum_us;
 };
 
-/* csifs_mutations_total{op}, in this order. */
+/* csifs_mutations_total{op}, in this order (counted by registry/mutate.c). */
 enum cnt_mut { CNT_M_MKDIR, CNT_M_RMDIR, CNT_M_SOCKET, CNT_M_ATTR, CNT_M_FINGERPRINT,
                CNT_M_READY, CNT_M_PROBE, CNT_NMUT };
 extern const char *const cnt_mut_names[CNT_NMUT];
@@ -34,7 +35,7 @@ struct cnt {
     uint64_t store_commits, store_syncs;
     struct cnt_hist store_commit;
     uint64_t store_used_bytes, store_map_bytes;      /* gauges, set after each commit */
-    struct cnt_hist probe[REG_NTYPES];               /* one probe round, by type */
+    struct cnt_hist probe[CNT_NTYPES];               /* one probe round, by type */
     uint64_t events, events_lost;
     /* cluster publisher (cluster/publish.h): on when cluster= is given */
     uint64_t cluster_on, cluster_up, cluster_publish_ok, cluster_publish_error;
@@ -55,10 +56,8 @@ static inline uint64_t cnt_get(const uint64_t *c)
     return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 /* One observation of us microseconds. */
-void cnt_observe(struct cnt_hist *h, int64_t us);
+void cnt_hist_observe(struct cnt_hist *h, int64_t us);
 /* A consistent-enough copy (each field read atomically). */
 void cnt_hist_read(const struct cnt_hist *h, struct cnt_hist *out);
-/* An acknowledged registry mutation, classified by its changes. */
-void reg_cnt_mutation(const struct reg_change *ch, int nch, bool commit);
 
 #endif

@@ -83,7 +83,7 @@ int cl_plugin_value(struct reg *reg, const struct cl_plugin_ref *r, char **out)
 {
     struct reg_node pl, cur = { 0 };
     *out = NULL;
-    if (reg_lookup_plugin(reg, r->type, r->name, &pl) < 0)
+    if (reg_plugin_lookup(reg, r->type, r->name, &pl) < 0)
         return 0;
     struct counts c = { 0 };
     reg_list(reg, r->type, pl.seq, 0, count_healthy, &c);
@@ -227,7 +227,7 @@ static int batch_commit(struct batch *b)
     for (size_t i = 0; i < b->n; i++)
         if (b->has_ref[i]) {
             if (b->refs[i].marked_us)
-                cnt_observe(&cnt.cluster_publish, now - b->refs[i].marked_us);
+                cnt_hist_observe(&cnt.cluster_publish, now - b->refs[i].marked_us);
             cache_set(p, &b->refs[i], b->cache_vals[i]);
             b->cache_vals[i] = NULL;
         }

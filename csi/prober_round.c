@@ -149,7 +149,7 @@ static enum pr_verdict finish(struct csi_prober *p, struct pinst *pi, enum reg_o
                                   g->topology, g->capabilities };
     struct reg_probe pr = { .gen = pi->gen, .outcome = outcome, .reason = reason,
                             .latency_us = pi->latency_us };
-    cnt_observe(&cnt.probe[pi->type], pi->latency_us);
+    cnt_hist_observe(&cnt.probe[pi->type], pi->latency_us);
     pid_t pid = 0;
     if (outcome == REG_PROBE_OK && pi->fp) {
         pid = csi_chan_peer_pid(pi->ch);   /* who listened when it dialled */

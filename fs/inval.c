@@ -182,7 +182,7 @@ static void attrs(struct fs *fs, uint64_t inst, enum reg_type type, unsigned mas
         bool pick = n ? false : (!mask || (reg_attrs[a].flags & mask));
         for (int k = 0; k < n; k++)
             pick |= only[k] == (enum reg_attr)a;
-        if (pick && (type == REG_NODE || !(reg_attrs[a].flags & REG_AF_NODE_ONLY)))
+        if (pick && reg_attr_exists(type, (unsigned)a))
             inode(fs, fs_ino(inst, SLOT_ATTR0 + (unsigned)a));
     }
 }
@@ -207,8 +207,8 @@ static void wake_pollers(struct fs *fs, uint64_t inst)
 
 void fs_inval_change(struct fs *fs, const struct reg_change *c)
 {
-    fuse_ino_t type_dir = fs_ino(0, 2 + c->type), plugin_dir = fs_ino(c->plugin, 0);
-    fuse_ino_t inst_dir = fs_ino(c->inst, 0);
+    fuse_ino_t type_dir = fs_ino(0, SLOT_TYPE0 + c->type);
+    fuse_ino_t plugin_dir = fs_ino(c->plugin, SLOT_DIR), inst_dir = fs_ino(c->inst, SLOT_DIR);
     static const enum reg_attr fp[] = { REG_A_PROVIDER, REG_A_VERSION, REG_A_NODEID,
                                         REG_A_MAX_VOLUMES, REG_A_TOPOLOGY, REG_A_CAPABILITIES };
     static const enum reg_attr hist[] = { REG_A_HISTORY };
@@ -230,17 +230,17 @@ void fs_inval_change(struct fs *fs, const struct reg_change *c)
         wake_pollers(fs, c->inst);
         break;
     case REG_C_CURRENT:
-        inode(fs, fs_ino(c->plugin, 1));
+        inode(fs, fs_ino(c->plugin, fs_kinds[K_CURRENT].slot));
         inode(fs, plugin_dir);
         if (reg_current_get(fs->reg, c->plugin, NULL, 0) < 0)
-            fs_inval_entry(fs, plugin_dir, "current");
+            fs_inval_entry(fs, plugin_dir, fs_kinds[K_CURRENT].name);
         break;
     case REG_C_SOCKET:
         inode(fs, inst_dir);
-        inode(fs, fs_ino(c->inst, 1));
+        inode(fs, fs_ino(c->inst, fs_kinds[K_SOCKET].slot));
         attrs(fs, c->inst, c->type, 0, NULL, 0);
         if (reg_get(fs->reg, c->inst, &n) == 0 && !n.has_socket)
-            fs_inval_entry(fs, inst_dir, "socket");
+            fs_inval_entry(fs, inst_dir, fs_kinds[K_SOCKET].name);
         break;
     case REG_C_ATTR:
         /* a write changes the instance's mtime: every file in it */

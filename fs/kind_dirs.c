@@ -28,9 +28,9 @@ static void group_w(struct fs *fs, struct stat *st)
 int fs_type_child(struct fs *fs, const struct fs_node *dir, const char *name,
                   struct fs_node *out)
 {
-    if (reg_lookup_plugin(fs->reg, dir->type, name, &out->r) < 0)
+    if (reg_plugin_lookup(fs->reg, dir->type, name, &out->r) < 0)
         return -ENOENT;
-    return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
+    return fs_resolve(fs, fs_ino(out->r.seq, SLOT_DIR), out);
 }
 
 int fs_type_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)
@@ -60,9 +60,9 @@ void fs_type_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
 int fs_plugin_child(struct fs *fs, const struct fs_node *dir, const char *name,
                     struct fs_node *out)
 {
-    if (reg_lookup_instance(fs->reg, dir->r.seq, name, &out->r) < 0)
+    if (reg_instance_lookup(fs->reg, dir->r.seq, name, &out->r) < 0)
         return -ENOENT;
-    return fs_resolve(fs, fs_ino(out->r.seq, 0), out);
+    return fs_resolve(fs, fs_ino(out->r.seq, SLOT_DIR), out);
 }
 
 int fs_plugin_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)

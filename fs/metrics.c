@@ -116,7 +116,6 @@ static void histogram(struct fs_buf *b, const char *name, const char *labels,
                   close, (double)h->sum_us / 1e6, name, open, labels, close, h->count);
 }
 
-static const char *const health_names[3] = { "unknown", "healthy", "unhealthy" };
 static const char *const result_names[3] = { "ok", "not_ready", "error" };
 
 /* The families drawn from the tree. */
@@ -131,9 +130,9 @@ static void tree(struct fs_buf *b, const struct snap *s)
     }
     family(b, "csifs_instances", "gauge", "Instance directories, by plugin and health.");
     for (size_t k = 0; k < s->np; k++)
-        for (int h = 0; h < 3; h++)
+        for (int h = 0; h < REG_NHEALTH; h++)
             fs_buf_printf(b, "csifs_instances{type=\"%s\",plugin=\"%s\",health=\"%s\"} %u\n",
-                          reg_type_names[s->p[k].w.type], s->p[k].name, health_names[h],
+                          reg_type_names[s->p[k].w.type], s->p[k].name, reg_health_names[h],
                           s->p[k].w.instances[h]);
     family(b, "csifs_current_info", "gauge", "The instance `current` names (always 1).");
     for (size_t k = 0; k < s->np; k++)
@@ -149,10 +148,10 @@ static void tree(struct fs_buf *b, const struct snap *s)
     family(b, "csifs_health_changes_total", "counter",
            "Instances entering a health state, by state.");
     for (size_t k = 0; k < s->np; k++)
-        for (int h = 0; h < 3; h++)
+        for (int h = 0; h < REG_NHEALTH; h++)
             fs_buf_printf(b, "csifs_health_changes_total{type=\"%s\",plugin=\"%s\","
                           "health=\"%s\"} %" PRIu64 "\n", reg_type_names[s->p[k].w.type],
-                          s->p[k].name, health_names[h], s->p[k].w.health_changes[h]);
+                          s->p[k].name, reg_health_names[h], s->p[k].w.health_changes[h]);
 }
 
 /* The plugins' processes, read now (after the lock). */

@@ -54,11 +54,6 @@ static enum fs_kind fixed_at(enum fs_kind dir, unsigned slot)
     return K_NKINDS;
 }
 
-static bool attr_exists(enum reg_type type, unsigned a)
-{
-    return a < REG_NATTRS && (type == REG_NODE || !(reg_attrs[a].flags & REG_AF_NODE_ONLY));
-}
-
 /* Slot `slot` inside a node of kind dir (seq 0 for the root). */
 static int in_dir(enum fs_kind dir, unsigned slot, struct fs_node *out)
 {
@@ -68,7 +63,7 @@ static int in_dir(enum fs_kind dir, unsigned slot, struct fs_node *out)
     } else if (dir == K_ROOT && slot >= SLOT_TYPE0 && slot < SLOT_TYPE0 + REG_NTYPES) {
         out->kind = K_TYPE;
         out->type = (enum reg_type)(slot - SLOT_TYPE0);
-    } else if (dir == K_INST && slot >= SLOT_ATTR0 && attr_exists(out->type, slot - SLOT_ATTR0)) {
+    } else if (dir == K_INST && slot >= SLOT_ATTR0 && reg_attr_exists(out->type, slot - SLOT_ATTR0)) {
         out->kind = K_ATTR;
         out->attr = (enum reg_attr)(slot - SLOT_ATTR0);
     } else {
@@ -112,7 +107,7 @@ int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
 void fs_node_of(const struct reg_node *r, struct fs_node *out)
 {
     memset(out, 0, sizeof(*out));
-    out->ino = fs_ino(r->seq, 0);
+    out->ino = fs_ino(r->seq, SLOT_DIR);
     out->r = *r;
     out->type = r->type;
     out->kind = r->kind == REG_K_PLUGIN ? K_PLUGIN : K_INST;

@@ -32,6 +32,7 @@ enum fs_kind {
 };
 
 #define SLOT_BITS 5
+#define SLOT_DIR 0               /* a plugin or instance: its dir */
 #define SLOT_ROOT 1              /* seq 0: 1 root, 2.. types, then fixed files */
 #define SLOT_TYPE0 2
 #define SLOT_ATTR0 2             /* instance: 0 dir, 1 socket, 2.. attributes */

@@ -5,8 +5,10 @@
  *   - fs_oplog_subscribe: a registry subscriber logging one line for each
  *     registration, deregistration, socket change, health change and change
  *     of current, at info.
- * One table and one registry per process (the wrappers keep the originals
- * in static storage). */
+ * fs_oplog_wrap keeps the handlers it wraps in static storage, one set per
+ * process: every session wraps its own copy of the same table (fs.c's
+ * fs_commit_ops, fs->commit), so the originals are the same for all. The
+ * subscriber is per registry (its arg). */
 #ifndef CSIFS_OPLOG_H
 #define CSIFS_OPLOG_H
 

@@ -72,7 +72,7 @@ static fuse_ino_t parent_of(const struct fs_node *dir)
 {
     switch (dir->kind) {
     case K_PLUGIN: return fs_ino(0, SLOT_TYPE0 + dir->type);
-    case K_INST: return fs_ino(dir->r.parent, 0);
+    case K_INST: return fs_ino(dir->r.parent, SLOT_DIR);
     default: return FUSE_ROOT_ID;
     }
 }

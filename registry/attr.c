@@ -41,8 +41,7 @@ static void lines(struct out *o, const char *v)
 
 static void show_health(const struct inst *i, struct out *o)
 {
-    static const char *const names[] = { "unknown", "healthy", "unhealthy" };
-    line(o, names[i->health]);
+    line(o, reg_health_names[i->health]);
 }
 static void show_reason(const struct inst *i, struct out *o) { line(o, i->reason); }
 static void show_ready(const struct inst *i, struct out *o) { line(o, i->ready ? "1" : "0"); }
@@ -132,11 +131,15 @@ static void (*const show[REG_NATTRS])(const struct inst *, struct out *) = {
     [REG_A_HISTORY] = show_history,
 };
 
+bool reg_attr_exists(enum reg_type type, unsigned a)
+{
+    return a < REG_NATTRS && (type == REG_NODE || !(reg_attrs[a].flags & REG_AF_NODE_ONLY));
+}
+
 int reg_attr_lookup(enum reg_type type, const char *name)
 {
     for (int a = 0; a < REG_NATTRS; a++)
-        if (!strcmp(reg_attrs[a].name, name) &&
-            (type == REG_NODE || !(reg_attrs[a].flags & REG_AF_NODE_ONLY)))
+        if (!strcmp(reg_attrs[a].name, name) && reg_attr_exists(type, (unsigned)a))
             return a;
     return -ENOENT;
 }
@@ -149,7 +152,7 @@ ssize_t reg_attr_show(struct reg *reg, uint64_t inst, enum reg_attr attr,
     struct out o = { buf, cap, 0 };
     pthread_rwlock_rdlock(&reg->lock);
     struct inst *i = model_as_inst(model_by_seq(reg, inst));
-    if (i && i->o.type != REG_NODE && (reg_attrs[attr].flags & REG_AF_NODE_ONLY))
+    if (i && !reg_attr_exists(i->o.type, attr))
         i = NULL;
     if (i)
         show[attr](i, &o);

@@ -60,7 +60,7 @@ struct plugin {
      * new current's health: its `ready` page dropped), so that no reader
      * follows current to a ready page still cached from before. */
     struct inst *shown;
-    uint64_t probes[3], health_changes[3]; /* by outcome, by health (metrics) */
+    uint64_t probes[3], health_changes[REG_NHEALTH]; /* by outcome, by health (metrics) */
 };
 
 struct fp {

@@ -227,6 +227,31 @@ static void gather(struct reg *reg)
     reg->gather = 0;
 }
 
+/* csifs_mutations_total (base/counters.h): what a mutation was, by the first
+ * change it made (a probe result: by whether it committed a fingerprint or
+ * readiness). */
+static const enum cnt_mut by_change[] = {
+    [REG_C_PLUGIN_ADD] = CNT_M_MKDIR, [REG_C_INST_ADD] = CNT_M_MKDIR,
+    [REG_C_PLUGIN_DEL] = CNT_M_RMDIR, [REG_C_INST_DEL] = CNT_M_RMDIR,
+    [REG_C_SOCKET] = CNT_M_SOCKET, [REG_C_ATTR] = CNT_M_ATTR,
+    [REG_C_HEALTH] = CNT_M_PROBE, [REG_C_FINGERPRINT] = CNT_M_FINGERPRINT,
+    [REG_C_CURRENT] = CNT_M_PROBE, [REG_C_HISTORY] = CNT_M_PROBE,
+};
+
+static void count_mutation(const struct reg_change *ch, int nch, bool commit)
+{
+    if (nch <= 0)
+        return;
+    enum cnt_mut op = by_change[ch[0].kind];
+    if (op == CNT_M_PROBE && commit) {
+        op = CNT_M_READY;
+        for (int k = 0; k < nch; k++)
+            if (ch[k].kind == REG_C_FINGERPRINT)
+                op = CNT_M_FINGERPRINT;
+    }
+    cnt_add(&cnt.mutations[op], 1);
+}
+
 /* Commit and apply every queued mutation: wlock held on entry and return. */
 static void lead(struct reg *reg, struct mut *self)
 {
@@ -291,7 +316,7 @@ static void lead(struct reg *reg, struct mut *self)
     if (rc == 0) {
         pthread_mutex_unlock(&reg->wlock);
         for (struct mut *m = batch; m; m = m->next) {
-            reg_cnt_mutation(m->ch, m->nch, true);
+            count_mutation(m->ch, m->nch, true);
             notify(reg, &subs, m);
         }
         mut_publish(reg, ev0, ev1);
@@ -351,7 +376,7 @@ void mut_apply_now(struct reg *reg, struct mut *m)
     uint64_t ev1 = ev_next_seq(reg->ring);
     pthread_rwlock_unlock(&reg->lock);
     pthread_mutex_unlock(&reg->wlock);
-    reg_cnt_mutation(m->ch, m->nch, false);
+    count_mutation(m->ch, m->nch, false);
     notify(reg, &subs, m);
     mut_publish(reg, ev0, ev1);
 }
@@ -425,8 +450,7 @@ void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
     if (!changed)
         return;
     i->health_ver++;
-    static const char *const names[] = { "unknown", "healthy", "unhealthy" };
-    struct ev_kv kv[] = { { "state", names[h] }, { "ready", ready ? "1" : "0" },
+    struct ev_kv kv[] = { { "state", reg_health_names[h] }, { "ready", ready ? "1" : "0" },
                           { NULL, NULL } };
     mut_emit(reg, m, REG_C_HEALTH, &i->o, "health", kv, reason, 0);
 }

@@ -2,6 +2,7 @@
 #include "base/log.h"
 #include "registry/mutate.h"
 
+#include "base/counters.h"
 #include "base/defaults.h"
 
 #include <errno.h>
@@ -10,6 +11,8 @@
 #include <time.h>
 
 const char *const reg_type_names[REG_NTYPES] = { "csi-controller", "csi-node" };
+_Static_assert(CNT_NTYPES == REG_NTYPES, "base/counters.h counts probes by plugin type");
+const char *const reg_health_names[REG_NHEALTH] = { "unknown", "healthy", "unhealthy" };
 
 int reg_type_parse(const char *name)
 {
@@ -310,7 +313,7 @@ int reg_get(struct reg *reg, uint64_t seq, struct reg_node *out)
     return rc;
 }
 
-int reg_lookup_plugin(struct reg *reg, enum reg_type type, const char *plugin,
+int reg_plugin_lookup(struct reg *reg, enum reg_type type, const char *plugin,
                       struct reg_node *out)
 {
     if ((unsigned)type >= REG_NTYPES || !plugin)
@@ -322,7 +325,7 @@ int reg_lookup_plugin(struct reg *reg, enum reg_type type, const char *plugin,
     return rc;
 }
 
-int reg_lookup_instance(struct reg *reg, uint64_t plugin_seq, const char *alloc,
+int reg_instance_lookup(struct reg *reg, uint64_t plugin_seq, const char *alloc,
                         struct reg_node *out)
 {
     pthread_rwlock_rdlock(&reg->lock);

@@ -34,7 +34,7 @@
 #include "registry/events.h"
 
 enum reg_type { REG_CONTROLLER = 0, REG_NODE = 1, REG_NTYPES };
-enum reg_health { REG_UNKNOWN = 0, REG_HEALTHY, REG_UNHEALTHY };
+enum reg_health { REG_UNKNOWN = 0, REG_HEALTHY, REG_UNHEALTHY, REG_NHEALTH };
 enum reg_kind { REG_K_NONE = 0, REG_K_PLUGIN, REG_K_INSTANCE };
 
 #define REG_NAME_MAX 63      /* plugin and alloc names */
@@ -47,6 +47,8 @@ const char *reg_fmt_duration(int64_t ms, char *buf, size_t cap);
 
 /* "csi-controller", "csi-node". */
 extern const char *const reg_type_names[REG_NTYPES];
+/* "unknown", "healthy", "unhealthy": the health file, events, metrics. */
+extern const char *const reg_health_names[REG_NHEALTH];
 /* Type by directory name, or -ENOENT. */
 int reg_type_parse(const char *name);
 /* 0 if name is a valid plugin/alloc name, else -EINVAL. */
@@ -73,6 +75,9 @@ struct reg_attr_def {
 extern const struct reg_attr_def reg_attrs[REG_NATTRS];
 /* Attribute by file name for a type, or -ENOENT. */
 int reg_attr_lookup(enum reg_type type, const char *name);
+/* Whether attribute a (any number) is a file of an instance of type:
+ * every one under csi-node, all but the REG_AF_NODE_ONLY ones elsewhere. */
+bool reg_attr_exists(enum reg_type type, unsigned a);
 
 struct reg_backend;
 struct reg_opts {
@@ -154,9 +159,9 @@ struct reg_node {
 };
 /* Node by seq, or -ENOENT. */
 int reg_get(struct reg *reg, uint64_t seq, struct reg_node *out);
-int reg_lookup_plugin(struct reg *reg, enum reg_type type, const char *plugin,
+int reg_plugin_lookup(struct reg *reg, enum reg_type type, const char *plugin,
                       struct reg_node *out);
-int reg_lookup_instance(struct reg *reg, uint64_t plugin_seq, const char *alloc,
+int reg_instance_lookup(struct reg *reg, uint64_t plugin_seq, const char *alloc,
                         struct reg_node *out);
 /* Children of a type (parent 0, plugins) or of a plugin (instances), newest
  * first, starting after the child with seq `after` (0 = from the start).

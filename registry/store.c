@@ -179,7 +179,7 @@ static void count_commit(struct store *st, int64_t t0_us)
     MDB_envinfo info;
     MDB_stat ms;
     if (t0_us) {
-        cnt_observe(&cnt.store_commit, csifs_mono_us() - t0_us);
+        cnt_hist_observe(&cnt.store_commit, csifs_mono_us() - t0_us);
         cnt_add(&cnt.store_commits, 1);
         if (mdb_env_get_flags(st->env, &f) == 0 && !(f & MDB_NOSYNC))
             cnt_add(&cnt.store_syncs, 1);   /* one fdatasync; meta pages go O_DSYNC */

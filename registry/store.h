@@ -1,8 +1,10 @@
-/* store: the registry's durable state (DESIGN section 7).
+/* store: the LMDB implementation of the registry's backend (backend.h;
+ * DESIGN section 7), and the checks and upgrade of a state dir.
  *
- * The registry hands its backend the records to commit, one transaction per
- * mutation, and reads them all back at open. A commit that fails changes
- * nothing and returns -ENOSPC (disk or map full) or -EIO.
+ * The registry hands the backend the records of a batch of mutations to
+ * commit, one transaction and one fsync per batch (group commit: a batch may
+ * hold one mutation or many), and reads them all back at open. A commit that
+ * fails changes nothing and returns -ENOSPC (disk or map full) or -EIO.
  */
 #ifndef CSIFS_STORE_H
 #define CSIFS_STORE_H

@@ -15,10 +15,10 @@
 struct reg_walk_plugin {
     enum reg_type type;
     const char *name;
-    uint32_t instances[3];           /* by health */
+    uint32_t instances[REG_NHEALTH];  /* by health */
     const char *current;             /* alloc name, or NULL */
     uint64_t probes[3];              /* by enum reg_outcome */
-    uint64_t health_changes[3];      /* by the health entered */
+    uint64_t health_changes[REG_NHEALTH]; /* by the health entered */
 };
 struct reg_walk_inst {
     enum reg_type type;

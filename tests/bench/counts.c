@@ -39,9 +39,9 @@ static int make_ready(const char *plugin, const char *alloc)
 {
     static const struct reg_fingerprint fp = { "bench", "1", "n1", 0, "", "" };
     struct reg_node pn, in;
-    int rc = reg_lookup_plugin(t.reg, REG_NODE, plugin, &pn);
+    int rc = reg_plugin_lookup(t.reg, REG_NODE, plugin, &pn);
     if (rc == 0)
-        rc = reg_lookup_instance(t.reg, pn.seq, alloc, &in);
+        rc = reg_instance_lookup(t.reg, pn.seq, alloc, &in);
     struct reg_probe pr = { .gen = in.gen, .outcome = REG_PROBE_OK, .fp = &fp };
     return rc ? rc : reg_probe_result(t.reg, in.seq, &pr);
 }

@@ -30,7 +30,7 @@ static void setup(void)
     struct reg_node p, i;
     if (reg_open(&reg, &o) || reg_plugin_create(reg, REG_NODE, "p") ||
         reg_instance_register(reg, REG_NODE, "p", "a") ||
-        reg_lookup_plugin(reg, REG_NODE, "p", &p) || reg_lookup_instance(reg, p.seq, "a", &i))
+        reg_plugin_lookup(reg, REG_NODE, "p", &p) || reg_instance_lookup(reg, p.seq, "a", &i))
         fuzz_fail("setup of the memory registry failed");
     inst = i.seq;
 }

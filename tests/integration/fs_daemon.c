@@ -32,8 +32,8 @@ static void make_ready(enum reg_type type, const char *p, const char *a)
 {
     static const struct reg_fingerprint fp = { "csi.example", "1.0", "node-7", 0, "", "" };
     struct reg_node pn, in;
-    cr_assert_eq(reg_lookup_plugin(t.reg, type, p, &pn), 0);
-    cr_assert_eq(reg_lookup_instance(t.reg, pn.seq, a, &in), 0);
+    cr_assert_eq(reg_plugin_lookup(t.reg, type, p, &pn), 0);
+    cr_assert_eq(reg_instance_lookup(t.reg, pn.seq, a, &in), 0);
     struct reg_probe pr = { .gen = in.gen, .outcome = REG_PROBE_OK, .fp = &fp };
     cr_assert_eq(reg_probe_result(t.reg, in.seq, &pr), 0);
 }

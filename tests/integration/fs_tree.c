@@ -34,8 +34,8 @@ TestSuite(tree, .init = setup, .fini = teardown, .timeout = 60);
 static uint64_t inst_seq(enum reg_type type, const char *p, const char *a)
 {
     struct reg_node pn, in;
-    cr_assert_eq(reg_lookup_plugin(t.reg, type, p, &pn), 0);
-    cr_assert_eq(reg_lookup_instance(t.reg, pn.seq, a, &in), 0);
+    cr_assert_eq(reg_plugin_lookup(t.reg, type, p, &pn), 0);
+    cr_assert_eq(reg_instance_lookup(t.reg, pn.seq, a, &in), 0);
     return in.seq;
 }
 

@@ -36,8 +36,8 @@ TestSuite(views, .init = setup, .fini = teardown, .timeout = 300);
 static uint64_t seq_of(const char *p, const char *a)
 {
     struct reg_node pn, in;
-    cr_assert_eq(reg_lookup_plugin(t.reg, REG_NODE, p, &pn), 0);
-    cr_assert_eq(reg_lookup_instance(t.reg, pn.seq, a, &in), 0);
+    cr_assert_eq(reg_plugin_lookup(t.reg, REG_NODE, p, &pn), 0);
+    cr_assert_eq(reg_instance_lookup(t.reg, pn.seq, a, &in), 0);
     return in.seq;
 }
 

@@ -39,9 +39,9 @@ void su_close(struct su *s)
 int64_t su_inst(struct reg *reg, enum reg_type type, const char *plugin, const char *alloc)
 {
     struct reg_node p, i;
-    int rc = reg_lookup_plugin(reg, type, plugin, &p);
+    int rc = reg_plugin_lookup(reg, type, plugin, &p);
     if (rc == 0)
-        rc = reg_lookup_instance(reg, p.seq, alloc, &i);
+        rc = reg_instance_lookup(reg, p.seq, alloc, &i);
     return rc < 0 ? rc : (int64_t)i.seq;
 }
 

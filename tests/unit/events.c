@@ -56,8 +56,8 @@ static uint64_t add(const char *p, const char *a)
     int rc = reg_plugin_create(reg, REG_NODE, p);
     cr_assert(rc == 0 || rc == -EEXIST);
     cr_assert_eq(reg_instance_register(reg, REG_NODE, p, a), 0);
-    reg_lookup_plugin(reg, REG_NODE, p, &pn);
-    reg_lookup_instance(reg, pn.seq, a, &in);
+    reg_plugin_lookup(reg, REG_NODE, p, &pn);
+    reg_instance_lookup(reg, pn.seq, a, &in);
     return in.seq;
 }
 

@@ -159,8 +159,8 @@ Test(events_publish, subscribers_run_before_the_event_is_readable)
     cr_assert_eq(ev_published(ring), before + 2, "published when the call returns");
     /* a probe result applied without a commit (mut_apply_now) */
     struct reg_node pn, in;
-    cr_assert_eq(reg_lookup_plugin(reg, REG_NODE, "p", &pn), 0);
-    cr_assert_eq(reg_lookup_instance(reg, pn.seq, "a", &in), 0);
+    cr_assert_eq(reg_plugin_lookup(reg, REG_NODE, "p", &pn), 0);
+    cr_assert_eq(reg_instance_lookup(reg, pn.seq, "a", &in), 0);
     cr_assert_eq(reg_socket_set(reg, in.seq, "/run/a.sock"), 0);
     cr_assert_eq(reg_get(reg, in.seq, &in), 0);
     before = ev_next_seq(ring);
@@ -228,12 +228,12 @@ Test(events_publish, concurrent_paths_publish_after_subscribers, .timeout = 60)
     ev_cursor_init(ring, &cur);
     cr_assert_eq(reg_plugin_create(reg, REG_NODE, "p"), 0);
     struct reg_node pn, in;
-    cr_assert_eq(reg_lookup_plugin(reg, REG_NODE, "p", &pn), 0);
+    cr_assert_eq(reg_plugin_lookup(reg, REG_NODE, "p", &pn), 0);
     for (int k = 0; k < NINST; k++) {
         char a[16];
         snprintf(a, sizeof(a), "a%d", k);
         cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", a), 0);
-        cr_assert_eq(reg_lookup_instance(reg, pn.seq, a, &in), 0);
+        cr_assert_eq(reg_instance_lookup(reg, pn.seq, a, &in), 0);
         inst[k] = in.seq;
         cr_assert_eq(reg_socket_set(reg, inst[k], "/run/a.sock"), 0);
     }
@@ -308,7 +308,7 @@ static uint64_t healthy_inst(uint64_t plugin, const char *alloc)
                                                .capabilities = "" };
     struct reg_node in;
     cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", alloc), 0);
-    cr_assert_eq(reg_lookup_instance(reg, plugin, alloc, &in), 0);
+    cr_assert_eq(reg_instance_lookup(reg, plugin, alloc, &in), 0);
     cr_assert_eq(reg_socket_set(reg, in.seq, "/run/a.sock"), 0);
     cr_assert_eq(reg_get(reg, in.seq, &in), 0);
     ncur = 0;
@@ -326,7 +326,7 @@ Test(events_publish, current_moves_after_the_subscribers_of_the_health_before_it
     cr_assert_eq(reg_open(&reg, &o), 0);
     cr_assert_eq(reg_plugin_create(reg, REG_NODE, "p"), 0);
     struct reg_node pn;
-    cr_assert_eq(reg_lookup_plugin(reg, REG_NODE, "p", &pn), 0);
+    cr_assert_eq(reg_plugin_lookup(reg, REG_NODE, "p", &pn), 0);
     cr_assert_eq(reg_subscribe(reg, record_current, NULL), 0);
     healthy_inst(pn.seq, "a");
     uint64_t b = healthy_inst(pn.seq, "b");

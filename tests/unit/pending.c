@@ -119,7 +119,7 @@ Test(pending, instance_under_a_plugin_being_removed_is_enoent)
     reopen();
     cr_assert_eq(su_inst(s.reg, REG_NODE, "q", "a"), -ENOENT);
     struct reg_node n;
-    cr_assert_eq(reg_lookup_plugin(s.reg, REG_NODE, "q", &n), 0);
+    cr_assert_eq(reg_plugin_lookup(s.reg, REG_NODE, "q", &n), 0);
     cr_assert_eq(n.count, 0, "no dangling instance");
 }
 

@@ -29,7 +29,7 @@ TestSuite(registry, .init = setup, .fini = teardown);
 static uint64_t inst(enum reg_type t, const char *p, const char *a)
 {
     struct reg_node pn, in;
-    if (reg_lookup_plugin(reg, t, p, &pn) < 0 || reg_lookup_instance(reg, pn.seq, a, &in) < 0)
+    if (reg_plugin_lookup(reg, t, p, &pn) < 0 || reg_instance_lookup(reg, pn.seq, a, &in) < 0)
         return 0;
     return in.seq;
 }
@@ -78,7 +78,7 @@ static char *current(enum reg_type t, const char *p)
 {
     static char buf[128];
     struct reg_node pn;
-    cr_assert_eq(reg_lookup_plugin(reg, t, p, &pn), 0);
+    cr_assert_eq(reg_plugin_lookup(reg, t, p, &pn), 0);
     if (reg_current_get(reg, pn.seq, buf, sizeof(buf)) < 0)
         return "none";
     return buf;
@@ -313,7 +313,7 @@ Test(registry, order_and_reregister)
     cr_assert_eq(count_events(), before);
     cr_assert_eq(reg_instance_register(reg, REG_NODE, "nope", "a0"), -ENOENT);
     struct reg_node pn;
-    cr_assert_eq(reg_lookup_plugin(reg, REG_NODE, "p", &pn), 0);
+    cr_assert_eq(reg_plugin_lookup(reg, REG_NODE, "p", &pn), 0);
     cr_assert_eq(pn.count, 3);
     cr_assert_eq(reg_plugin_remove(reg, REG_NODE, "p"), -ENOTEMPTY);
     cr_assert_eq(reg_plugin_remove(reg, REG_CONTROLLER, "p"), -ENOENT);
@@ -345,7 +345,7 @@ Test(registry, list_newest_first_with_resume)
     add(REG_NODE, "p", "a2");
     add(REG_NODE, "q", "b");
     struct reg_node pn;
-    reg_lookup_plugin(reg, REG_NODE, "p", &pn);
+    reg_plugin_lookup(reg, REG_NODE, "p", &pn);
     struct names s = { 0 };
     cr_assert_eq(reg_list(reg, REG_NODE, pn.seq, 0, collect, &s), 0);
     cr_assert_str_eq(s.buf, "a2 a1 a0 ");
@@ -403,7 +403,7 @@ Test(registry, bad_names)
     }
     cr_assert_eq(count_events(), before);
     struct reg_node pn;
-    reg_lookup_plugin(reg, REG_NODE, "p", &pn);
+    reg_plugin_lookup(reg, REG_NODE, "p", &pn);
     cr_assert_eq(pn.count, 0);
     cr_assert_eq(reg_plugin_create(reg, REG_NODE, n63), 0);
     cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", n63), 0);

@@ -43,7 +43,7 @@ static void *worker(void *arg)
         case 2: case 3: rc = reg_instance_register(reg, t, p, a); break;
         case 4: rc = reg_instance_deregister(reg, t, p, a); break;
         default:
-            if (reg_lookup_plugin(reg, t, p, &pn) || reg_lookup_instance(reg, pn.seq, a, &in))
+            if (reg_plugin_lookup(reg, t, p, &pn) || reg_instance_lookup(reg, pn.seq, a, &in))
                 break;
             if (!in.has_socket || rand_r(&seed) % 4 == 0) {
                 rc = reg_socket_set(reg, in.seq, rand_r(&seed) % 2 ? "/s1" : "/s2");

@@ -78,7 +78,7 @@ static inline void assert_current(const char *plugin, const char *want)
 {
     struct reg_node p;
     char cur[REG_NAME_MAX + 1] = "";
-    cr_assert_eq(reg_lookup_plugin(s.reg, REG_NODE, plugin, &p), 0);
+    cr_assert_eq(reg_plugin_lookup(s.reg, REG_NODE, plugin, &p), 0);
     ssize_t n = reg_current_get(s.reg, p.seq, cur, sizeof(cur));
     cr_assert_str_eq(n < 0 ? "-" : cur, want, "current of %s", plugin);
 }
