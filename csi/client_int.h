@@ -1,6 +1,6 @@
-/* csi client internals shared by client.c (generations, the watch thread,
- * the client and its channels) and client_call.c (calls and the
- * completion-queue thread). Not part of the module contract. */
+/* csi client internals shared by client.c (the watch thread, the client
+ * and its channels), client_gen.c (generations) and client_call.c (calls
+ * and the completion-queue thread). Not part of the module contract. */
 #ifndef CSIFS_CSI_CLIENT_INT_H
 #define CSIFS_CSI_CLIENT_INT_H
 
@@ -79,7 +79,7 @@ struct lost {
     uint64_t cookie;
 };
 
-/* Under client->mu (client.c): */
+/* Under client->mu (client_gen.c): */
 struct gen *cl_gen_new(struct csi_client *c, struct csi_chan *chan);
 void cl_gen_unref(struct gen *g);
 void cl_gen_retire(struct csi_chan *chan);

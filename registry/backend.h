@@ -16,6 +16,7 @@ struct store_plugin {
     const char *name;
     uint64_t seq;
     int64_t registered_ns;
+    uint64_t current;                /* seq of its current instance, 0: none */
 };
 
 /* An instance as persisted: everything but health, reason and history. */

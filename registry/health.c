@@ -47,8 +47,9 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
     } else if (model_mono_ms() - i->unknown_since_ms >= reg->opts.health_timeout_ms) {
         char d[32];
         out->health = REG_UNHEALTHY;
-        snprintf(out->reason, sizeof(out->reason), "did not become healthy within %s",
-                 reg_fmt_duration(reg->opts.health_timeout_ms, d, sizeof(d)));
+        /* the stable part, then the last failure's own reason (issue 24) */
+        snprintf(out->reason, sizeof(out->reason), "did not become healthy within %s: %.180s",
+                 reg_fmt_duration(reg->opts.health_timeout_ms, d, sizeof(d)), why);
     } else {
         out->health = REG_UNKNOWN;
         snprintf(out->reason, sizeof(out->reason), "%s", why);
@@ -116,12 +117,11 @@ static void apply_probe(struct reg *reg, struct mut *m)
                               { "nodeid", i->fp.nodeid }, { NULL, NULL } };
         mut_emit(reg, m, REG_C_FINGERPRINT, &i->o, "fingerprint", kv, NULL, 0);
     }
-    bool was_ready = i->ready;
     i->was_healthy = c->next.was_healthy;
     mut_set_health(reg, m, i, c->next.health, c->next.ready, c->reason);
     c->reason = NULL;
-    if (!was_ready && i->ready)
-        mut_update_current(reg, m, i->plugin);
+    mut_probed(i);
+    mut_update_current(reg, m, i->plugin, NULL);
 }
 
 static const struct mut_kind probe_commit = { rec_probe, apply_probe, NULL };
@@ -177,7 +177,9 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
         rc = -ENOMEM;
     if (rc == 0 && c.next.set_fp && (rc = dup_fp(p->fp, &c.fp)) == 0)
         c.fp_changed = fp_differs(&i->fp, &c.fp);
-    bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed ||
+    bool moves = rc == 0 && mut_plan_current(&m, i->plugin, NULL, i, c.next.health,
+                                             c.next.ready);
+    bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed || moves ||
                               (reg->opts.backend && ev_next_seq(reg->ring) + PROBE_EV_ROOM >=
                                                     reg->ev_reserved));
     if (commit && c.fp_changed)

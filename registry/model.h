@@ -60,6 +60,9 @@ struct plugin {
      * new current's health: its `ready` page dropped), so that no reader
      * follows current to a ready page still cached from before. */
     struct inst *shown;
+    uint32_t restoring;          /* instances restored and not yet probed:
+                                  * current holds while any (DESIGN 2) */
+    uint64_t saved_current;      /* load only: the persisted current's seq */
     uint64_t probes[3], health_changes[REG_NHEALTH]; /* by outcome, by health (metrics) */
 };
 
@@ -86,6 +89,7 @@ struct inst {
     char *reason;
     bool ready;
     bool was_healthy;            /* reached healthy since the socket was set */
+    bool restoring;              /* restored with a socket, not yet probed */
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
     int32_t pid;                 /* listening process, 0 unknown (memory only) */

@@ -178,6 +178,18 @@ static const struct store_rec *build_txn(struct mut *batch)
             tail = &r->next;
         }
         m->k->rec(m, r);
+        if (m->cur_p) {              /* its plugin's record, with the new current */
+            struct plugin *p = m->cur_p;
+            r = &m->cur_rec;
+            memset(r, 0, sizeof(*r));
+            r->op = STORE_PUT_PLUGIN;
+            r->u.plugin = (struct store_plugin){ .type = p->o.type, .name = p->o.name,
+                                                 .seq = p->o.seq,
+                                                 .registered_ns = p->o.registered_ns,
+                                                 .current = m->cur_to };
+            *tail = r;
+            tail = &r->next;
+        }
     }
     return head;
 }
@@ -423,12 +435,48 @@ struct reg_change *mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind
     return c;
 }
 
-void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p)
+struct inst *mut_pick_current(const struct plugin *p, const struct inst *gone,
+                              const struct inst *ov, enum reg_health h, bool ready)
 {
-    struct inst *cur = NULL;
-    for (struct obj *o = p->head; o && !cur; o = o->next)
-        if (model_as_inst(o)->ready)
-            cur = model_as_inst(o);
+    struct inst *cur = p->current != gone ? p->current : NULL, *first_ready = NULL;
+    unsigned probed_now = (ov && ov->restoring) + (gone && gone->restoring);
+    if (cur && p->restoring > probed_now)
+        return cur;
+    for (struct obj *o = p->head; o; o = o->next) {
+        struct inst *i = model_as_inst(o);
+        if (i == gone || !(i == ov ? ready : i->ready))
+            continue;
+        if ((i == ov ? h : i->health) == REG_HEALTHY)
+            return i;
+        if (!first_ready)
+            first_ready = i;
+    }
+    return cur ? cur : first_ready;
+}
+
+bool mut_plan_current(struct mut *m, struct plugin *p, const struct inst *gone,
+                      const struct inst *ov, enum reg_health h, bool ready)
+{
+    struct inst *to = mut_pick_current(p, gone, ov, h, ready);
+    if (to == p->current)
+        return false;
+    m->cur_p = p;
+    m->cur_to = to ? to->o.seq : 0;
+    return true;
+}
+
+void mut_probed(struct inst *i)
+{
+    if (i->restoring) {
+        i->restoring = false;
+        i->plugin->restoring--;
+    }
+}
+
+void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p,
+                        const struct inst *gone)
+{
+    struct inst *cur = mut_pick_current(p, gone, NULL, REG_UNKNOWN, false);
     if (cur == p->current)
         return;
     p->current = cur;

@@ -51,6 +51,11 @@ struct mut {
     bool add;                        /* obj is new: linked by apply */
     uint64_t est;                    /* store bytes it may add; 0 for removals */
     struct store_rec rec;            /* obj's record, when first in its txn */
+    /* The plugin whose current this mutation moves, found at validation
+     * (mut_plan_current): its record, with the new current, joins the txn. */
+    struct plugin *cur_p;
+    uint64_t cur_to;
+    struct store_rec cur_rec;
     struct reg_change ch[MUT_MAX_CHANGES];
     int nch;
     /* queue state, under wlock */
@@ -91,8 +96,25 @@ struct reg_change *mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind
  * when any of them changed. */
 void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
                     enum reg_health h, bool ready, char *reason);
-/* Recompute p->current; emits `current` if it moved. */
-void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p);
+/* Where p's current goes (DESIGN 2): the newest ready instance that is
+ * healthy; with none, it stays (or, when it is `gone` or there is none, the
+ * newest ready one); while an instance restored at start awaits its first
+ * probe, it holds. `ov`, if not NULL, is seen with health h and ready as
+ * given and as probed (the change being validated); `gone` as removed. */
+struct inst *mut_pick_current(const struct plugin *p, const struct inst *gone,
+                              const struct inst *ov, enum reg_health h, bool ready);
+/* At validation (wlock): when the change moves p's current, note it in m so
+ * that the plugin's record joins the commit (each move is committed).
+ * Returns whether it moves. */
+bool mut_plan_current(struct mut *m, struct plugin *p, const struct inst *gone,
+                      const struct inst *ov, enum reg_health h, bool ready);
+/* Recompute p->current (mut_pick_current, `gone` as there); emits
+ * `current` if it moved. */
+void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p,
+                        const struct inst *gone);
+/* i has had its first probe since the restore (or lost its socket): it
+ * no longer holds its plugin's current. */
+void mut_probed(struct inst *i);
 
 /* Fill a txn record with an instance's persisted fields as they are now. */
 void mut_inst_rec(const struct inst *i, struct store_rec *r);

@@ -184,8 +184,8 @@ static void apply_inst_del(struct reg *reg, struct mut *m)
     model_unlink(reg, &i->o, p);
     p->o.changed_ns = model_now_ns();
     mut_emit(reg, m, REG_C_INST_DEL, &i->o, "deregistered", NULL, NULL, 0);
-    if (p->current == i)
-        mut_update_current(reg, m, p);
+    mut_probed(i);
+    mut_update_current(reg, m, p, i);
 }
 
 static const struct mut_kind inst_del = { rec_del, apply_inst_del, undo_del };
@@ -204,6 +204,7 @@ int reg_instance_deregister(struct reg *reg, enum reg_type type, const char *plu
     i->o.w_dead = true;
     p->w_count--;
     m.obj = &i->o;
+    mut_plan_current(&m, p, i, NULL, REG_UNKNOWN, false);
     int rc = mut_submit(reg, &m);
     if (rc == 0) {
         /* Unlinked by the apply; its history still holds references to the
@@ -251,6 +252,8 @@ static void apply_socket(struct reg *reg, struct mut *m)
     mut_emit(reg, m, REG_C_SOCKET, &i->o, "socket", kv, NULL, 0);
     mut_set_health(reg, m, i, REG_UNKNOWN, i->ready, s->reason);
     s->reason = NULL;
+    mut_probed(i);
+    mut_update_current(reg, m, i->plugin, NULL);
 }
 
 static void undo_socket(struct reg *reg, struct mut *m)
@@ -294,6 +297,7 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
     }
     i->w_gen++;
     m.obj = &i->o;
+    mut_plan_current(&m, i->plugin, NULL, i, REG_UNKNOWN, i->ready);
     rc = mut_submit(reg, &m);
     free(s.target);
     free(s.reason);

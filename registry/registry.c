@@ -59,6 +59,7 @@ static int load_plugin(const struct store_plugin *sp, void *arg)
     p->o.seq = sp->seq;
     strcpy(p->o.name, sp->name);
     p->o.registered_ns = p->o.changed_ns = sp->registered_ns;
+    p->saved_current = sp->current;
     int rc = model_reserve(reg, 1);
     if (rc < 0) {
         free(p);
@@ -113,8 +114,17 @@ static int load_inst(const struct store_inst *si, void *arg)
     }
     model_link(reg, &i->o, p);
     p->w_count++;
-    if (i->ready)
-        p->current = p->shown = i;   /* loaded oldest first: the last ready one wins */
+    if (i->socket) {
+        /* restored ready: a failed first probe is `unhealthy` (DESIGN 3) */
+        i->was_healthy = i->ready;
+        i->restoring = true;
+        p->restoring++;
+    }
+    /* Loaded oldest first: the persisted current, else (a store from before
+     * it was persisted, or it was not ready) the last ready one. */
+    bool saved = p->current && p->current->o.seq == p->saved_current;
+    if (i->ready && (i->o.seq == p->saved_current || !saved))
+        p->current = p->shown = i;
     return 0;
 }
 

@@ -4,7 +4,10 @@
  * instances (allocations) under a plugin, kept newest first by a sequence
  * number. Plugins and instances share one monotonic sequence, so a seq
  * names exactly one object for ever (the FUSE layer derives inode numbers
- * from it). `current` of a plugin is its newest instance with ready = 1.
+ * from it). `current` of a plugin is its newest ready instance that is
+ * healthy; with none healthy it stays; while an instance restored at start
+ * awaits its first probe it holds; each move is committed (the plugin's
+ * record keeps it) and is one `current` event (DESIGN 2).
  *
  * Every mutation takes one path: validate (against memory plus what is
  * queued) -> commit (the store, if any; concurrent mutations share one

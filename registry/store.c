@@ -84,6 +84,7 @@ static int put_rec(MDB_txn *txn, MDB_dbi dbi, const struct store_rec *r)
         m.name = (char *)name;
         m.seq = p->seq;
         m.registered_ns = p->registered_ns;
+        m.current = p->current;
         return store_put_msg(txn, dbi, &key, SK_PLUGIN, &m.base);
     }
     Csifs__Store__Instance m;

@@ -249,6 +249,7 @@ void store_plugin_from_pb(const Csifs__Store__Plugin *m, struct store_plugin *p)
     p->name = str(m->name);
     p->seq = m->seq;
     p->registered_ns = m->registered_ns;
+    p->current = m->current;
 }
 
 void store_inst_from_pb(const Csifs__Store__Instance *m, struct store_inst *i)

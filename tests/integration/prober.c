@@ -162,10 +162,10 @@ Test(prober, never_ready_turns_unhealthy_after_health_timeout)
 
     WAIT_CAT("csi-node/p/b/health", "unhealthy", 3000 + 2000);
     cr_assert_geq(tu_now_ms() - set, 3000, "unhealthy before health_timeout");
-    is("csi-node/p/b/reason", "did not become healthy within 3s");
+    is("csi-node/p/b/reason", "did not become healthy within 3s: not ready");
     is("csi-node/p/b/ready", "0");
     has_event("health csi-node/p/b state=unhealthy ready=0 reason=did not become healthy "
-              "within 3s");
+              "within 3s: not ready");
     link_is("csi-node/p/current", "a");
     is("csi-node/p/a/health", "healthy");
 }

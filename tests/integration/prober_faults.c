@@ -137,10 +137,14 @@ Test(prober_faults, history_of_each_bad_plugin_names_its_own_cause)
     pu_reg("csi-node/lazy/a", pu_sock("lazy.sock"));
     pu_reg("csi-node/gone/a", pu_sock("gone.sock"));
     static const char *const insts[] = { "hang", "garbage", "lazy", "gone" };
+    /* the stable part, then the last failure's cause (issue 24) */
+    static const char *const causes[] = { "Probe timed out after 1s", "protocol: not HTTP/2",
+                                          "not ready", "connect: No such file or directory" };
     for (int k = 0; k < 4; k++) {
-        char rel[64];
+        char rel[64], want[128];
         snprintf(rel, sizeof(rel), "csi-node/%s/a/reason", insts[k]);
-        WAIT_CAT(rel, "did not become healthy within 2s", 2000 + 2000);
+        snprintf(want, sizeof(want), "did not become healthy within 2s: %s", causes[k]);
+        WAIT_CAT(rel, want, 2000 + 2000);
     }
     history_says("csi-node/hang/a", "Probe timed out after 1s", 2);
     history_says("csi-node/garbage/a", "protocol: not HTTP/2", 2);

@@ -160,15 +160,90 @@ Test(registry, readiness_gate)
     cr_assert_str_eq(attr(b, REG_A_READY), "0");
     cr_assert_eq(probe(b, REG_PROBE_OK, NULL, true), 0);
     cr_assert_str_eq(current(REG_NODE, "p"), "b");
-    /* failed probe, socket change, clear: current stays */
+    /* failed probe, socket change, clear: b is not healthy, a is: current
+     * goes to a, back to b once b is healthy again (DESIGN 2) */
     cr_assert_eq(probe(b, REG_PROBE_ERROR, "UNAVAILABLE: Socket closed", false), 0);
     cr_assert_str_eq(attr(b, REG_A_HEALTH), "unhealthy");
+    cr_assert_str_eq(current(REG_NODE, "p"), "a");
+    cr_assert_eq(probe(b, REG_PROBE_OK, NULL, true), 0);
     cr_assert_str_eq(current(REG_NODE, "p"), "b");
     cr_assert_eq(reg_socket_set(reg, b, "/run/b2.sock"), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "a");
+    cr_assert_eq(probe(b, REG_PROBE_OK, NULL, true), 0);
     cr_assert_str_eq(current(REG_NODE, "p"), "b");
     cr_assert_eq(reg_socket_set(reg, b, NULL), 0);
-    cr_assert_str_eq(current(REG_NODE, "p"), "b");
+    cr_assert_str_eq(current(REG_NODE, "p"), "a");
     cr_assert_str_eq(attr(b, REG_A_READY), "1");
+}
+
+/* The lines of the events ring that contain `what`. */
+static int count_lines_with(const char *what)
+{
+    struct ev_cursor c;
+    static char buf[1 << 16];
+    ev_cursor_init(reg_events(reg), &c);
+    size_t n = ev_read(reg_events(reg), &c, buf, sizeof(buf) - 1);
+    buf[n] = '\0';
+    int lines = 0;
+    for (char *l = buf, *e; *l; l = e + 1) {
+        e = strchr(l, '\n');
+        *e = '\0';
+        lines += strstr(l, what) != NULL;
+    }
+    return lines;
+}
+
+/* DESIGN 2: with no ready instance healthy, current stays where it is. */
+Test(registry, current_stays_when_none_is_healthy)
+{
+    uint64_t a = add(REG_NODE, "p", "a");
+    make_ready(a);
+    cr_assert_eq(probe(a, REG_PROBE_ERROR, "connect: Connection refused", false), 0);
+    cr_assert_str_eq(attr(a, REG_A_HEALTH), "unhealthy");
+    cr_assert_str_eq(current(REG_NODE, "p"), "a");
+    uint64_t b = add(REG_NODE, "p", "b");
+    make_ready(b);
+    cr_assert_str_eq(current(REG_NODE, "p"), "b");
+    cr_assert_eq(probe(b, REG_PROBE_ERROR, "connect: Connection refused", false), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "b");   /* a is unhealthy too */
+    /* rmdir of the current one: the newest healthy, else the newest ready */
+    uint64_t c = add(REG_NODE, "p", "c");
+    make_ready(c);
+    cr_assert_eq(probe(c, REG_PROBE_ERROR, "connect: Connection refused", false), 0);
+    cr_assert_eq(probe(a, REG_PROBE_OK, NULL, true), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "a");
+    cr_assert_eq(probe(a, REG_PROBE_ERROR, "connect: Connection refused", false), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "a");
+    cr_assert_eq(reg_instance_deregister(reg, REG_NODE, "p", "a"), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "c");
+    cr_assert_eq(probe(b, REG_PROBE_OK, NULL, true), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "b");
+    cr_assert_eq(probe(c, REG_PROBE_OK, NULL, true), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "c");
+    cr_assert_eq(probe(c, REG_PROBE_ERROR, "connect: Connection refused", false), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "b");
+    cr_assert_eq(reg_instance_deregister(reg, REG_NODE, "p", "b"), 0);
+    cr_assert_str_eq(current(REG_NODE, "p"), "c");   /* none healthy: newest ready */
+}
+
+/* Every move is one `current` event, and only a move makes one. */
+Test(registry, each_move_is_one_current_event)
+{
+    uint64_t a = add(REG_NODE, "p", "a"), b = add(REG_NODE, "p", "b");
+    make_ready(a);
+    make_ready(b);
+    cr_assert_eq(count_lines_with(" current csi-node/p "), 2);   /* a, then b */
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(probe(b, REG_PROBE_ERROR, "connect: Connection refused", false), 0);
+        cr_assert_eq(probe(b, REG_PROBE_ERROR, "connect: Connection refused", false), 0);
+        cr_assert_str_eq(current(REG_NODE, "p"), "a");
+        cr_assert_eq(probe(a, REG_PROBE_OK, NULL, true), 0);
+        cr_assert_eq(probe(b, REG_PROBE_OK, NULL, true), 0);
+        cr_assert_eq(probe(b, REG_PROBE_OK, NULL, true), 0);
+        cr_assert_str_eq(current(REG_NODE, "p"), "b");
+    }
+    cr_assert_eq(count_lines_with(" current csi-node/p alloc=a"), 4);
+    cr_assert_eq(count_lines_with(" current csi-node/p alloc=b"), 4);
 }
 
 static void expect(uint64_t i, const char *health, const char *reason, const char *ready)
@@ -205,7 +280,7 @@ Test(registry, health_table)
     /* health_timeout (200 ms here) passes with no ready answer */
     tu_sleep_ms(250);
     cr_assert_eq(probe(i, REG_PROBE_NOT_READY, NULL, false), 0);
-    expect(i, "unhealthy", "did not become healthy within 200ms", "0");
+    expect(i, "unhealthy", "did not become healthy within 200ms: not ready", "0");
     /* ready answer and fingerprint */
     cr_assert_eq(probe(i, REG_PROBE_OK, NULL, true), 0);
     expect(i, "healthy", "ok", "1");
@@ -426,7 +501,8 @@ Test(registry, history_names_each_probe_own_cause)
     cr_assert_eq(reg_get(reg, i, &n), 0);
     struct reg_probe pb = { .gen = n.gen, .outcome = REG_PROBE_OK, .fp = &bad };
     cr_assert_eq(reg_probe_result(reg, i, &pb), 0);
-    cr_assert_str_eq(attr(i, REG_A_REASON), "did not become healthy within 200ms");
+    cr_assert_str_eq(attr(i, REG_A_REASON),
+                     "did not become healthy within 200ms: fingerprint: empty node_id");
     char *h = attr(i, REG_A_HISTORY);
     cr_assert(strstr(h, "ms error Probe timed out after 1s\n"), "%s", h);
     cr_assert(strstr(h, "ms error protocol: not HTTP/2\n"), "%s", h);

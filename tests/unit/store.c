@@ -37,6 +37,21 @@ Test(store, restore_keeps_order_current_and_times)
     free(again);
 }
 
+/* A probe result for inst (with a fingerprint when ok), as the prober
+ * would send. */
+static void probe_ok(uint64_t inst, bool ok)
+{
+    struct reg_node n;
+    cr_assert_eq(reg_get(s.reg, inst, &n), 0);
+    char nodeid[80];
+    snprintf(nodeid, sizeof(nodeid), "node-%s", n.alloc);
+    struct reg_fingerprint fp = { "test.csi", "1.0", nodeid, 7, "", "" };
+    struct reg_probe p = { .gen = n.gen, .outcome = ok ? REG_PROBE_OK : REG_PROBE_ERROR,
+                           .reason = ok ? NULL : "connect: Connection refused",
+                           .latency_us = 10, .fp = ok ? &fp : NULL };
+    cr_assert_eq(reg_probe_result(s.reg, inst, &p), 0);
+}
+
 /* 2. Replacement after host restart. */
 Test(store, new_instance_after_restart_becomes_current)
 {
@@ -50,6 +65,11 @@ Test(store, new_instance_after_restart_becomes_current)
     assert_current("ebs", "a1");
     ready_ok(a2, "/run/csi-test/a2.sock");
     assert_attr(a2, REG_A_HEALTH, "healthy\n");
+    /* held until each restored instance has had its first probe */
+    assert_current("ebs", "a1");
+    probe_ok(a0, true);
+    assert_current("ebs", "a1");
+    probe_ok(a1, true);
     assert_current("ebs", "a2");
     reopen();
     assert_current("ebs", "a2");
@@ -319,3 +339,31 @@ Test(store, second_process_refused_with_its_pid)
     cr_assert_eq(su_open(&twin), -EBUSY, "a second open in one process is refused too");
     cr_assert(strstr(twin.err, want), "%s", twin.err);
 }
+
+/* DESIGN 2: current follows health, each move is committed, and a restart
+ * alone never moves it. */
+Test(store, current_persisted_and_held_at_restart)
+{
+    open_ok();
+    uint64_t a0 = reg_ok("ebs", "a0"), a1 = reg_ok("ebs", "a1");
+    ready_ok(a0, "/run/csi-test/a0.sock");
+    ready_ok(a1, "/run/csi-test/a1.sock");
+    assert_current("ebs", "a1");
+    probe_ok(a1, false);             /* the newest dies: failover to a0 */
+    assert_attr(a1, REG_A_HEALTH, "unhealthy\n");
+    assert_current("ebs", "a0");
+    reopen();                        /* the move was committed */
+    assert_current("ebs", "a0");
+    probe_ok(a1, true);              /* a0 not probed yet: holds */
+    assert_current("ebs", "a0");
+    probe_ok(a0, true);              /* all probed: the newest healthy */
+    assert_current("ebs", "a1");
+    reopen();
+    assert_current("ebs", "a1");
+    probe_ok(a0, true);              /* the newest's plugin died while down: */
+    assert_current("ebs", "a1");     /* no move before its first probe */
+    probe_ok(a1, false);
+    assert_attr(a1, REG_A_HEALTH, "unhealthy\n");
+    assert_current("ebs", "a0");
+}
+

@@ -14,10 +14,11 @@
 
 struct minst {
     char alloc[16], sock[48], mp[16];
-    bool ready;
+    bool ready, healthy, restoring;  /* health: memory only (DESIGN 2, 3) */
 };
 struct mplug {
     char name[8];
+    char cur[16];                    /* alloc of its current, "" none */
     struct minst in[K_INST];         /* oldest first */
     int n;
 };
@@ -39,10 +40,45 @@ struct op {
     char arg[48];
 };
 
+/* DESIGN 2, as registry/mutate.c's mut_pick_current. */
+static void model_pick_current(struct mplug *p)
+{
+    int cur = -1, restoring = 0, first_ready = -1, to = -1;
+    for (int j = 0; j < p->n; j++) {
+        cur = !strcmp(p->in[j].alloc, p->cur) ? j : cur;
+        restoring += p->in[j].restoring;
+    }
+    if (cur >= 0 && restoring)
+        return;
+    for (int j = p->n - 1; j >= 0 && to < 0; j--) {
+        if (p->in[j].ready && p->in[j].healthy)
+            to = j;
+        else if (p->in[j].ready && first_ready < 0)
+            first_ready = j;
+    }
+    to = to >= 0 ? to : cur >= 0 ? cur : first_ready;
+    snprintf(p->cur, sizeof(p->cur), "%s", to >= 0 ? p->in[to].alloc : "");
+}
+
+/* What a restart does to m: every instance unknown; those with a socket
+ * hold current until probed. */
+static void model_restart(struct model *m)
+{
+    for (int k = 0; k < m->np; k++)
+        for (int j = 0; j < m->p[k].n; j++) {
+            m->p[k].in[j].healthy = false;
+            m->p[k].in[j].restoring = *m->p[k].in[j].sock != '\0';
+        }
+}
+
 static void model_apply(struct model *m, const struct op *o)
 {
     struct mplug *p = &m->p[o->p];
     struct minst *i = &p->in[o->i];
+    if (o->k == OP_SOCKET && strcmp(i->sock, o->arg))
+        i->healthy = i->restoring = false;
+    if (o->k == OP_READY)
+        i->healthy = i->ready = true, i->restoring = false;
     switch (o->k) {
     case OP_PLUGIN:
         snprintf(m->p[m->np++].name, sizeof(p->name), "%s%d", tag_of(m), o->p);
@@ -55,7 +91,6 @@ static void model_apply(struct model *m, const struct op *o)
         snprintf(i->sock, sizeof(i->sock), "%s", o->arg);
         break;
     case OP_READY:
-        i->ready = true;
         break;
     case OP_ATTR:
         snprintf(i->mp, sizeof(i->mp), "%.15s", o->arg);
@@ -65,6 +100,8 @@ static void model_apply(struct model *m, const struct op *o)
         p->n--;
         break;
     }
+    if (o->k != OP_PLUGIN)
+        model_pick_current(p);
 }
 
 /* A valid next operation for m, chosen with r. */
@@ -111,11 +148,8 @@ static char *model_dump(const struct model *m)
             const struct mplug *p = &m->p[k];
             if (k % 2 != type)
                 continue;
-            const char *cur = "-";
-            for (int j = p->n - 1; j >= 0 && *cur == '-'; j--)
-                if (p->in[j].ready)
-                    cur = p->in[j].alloc;
-            fprintf(f, "%s/%s current=%s\n", reg_type_names[type], p->name, cur);
+            fprintf(f, "%s/%s current=%s\n", reg_type_names[type], p->name,
+                    *p->cur ? p->cur : "-");
             for (int j = p->n - 1; j >= 0; j--)
                 fprintf(f, "  %s ready=%d socket=%s mount_point=%s\n", p->in[j].alloc,
                         p->in[j].ready, *p->in[j].sock ? p->in[j].sock : "-", p->in[j].mp);
@@ -185,6 +219,7 @@ static void kill_round(struct model *m, unsigned *r, int round, struct kill_stat
 {
     struct op ops[K_OPS];
     states[0] = *m;
+    model_restart(&states[0]);
     for (int k = 0; k < K_OPS; k++) {
         states[k + 1] = states[k];
         ops[k] = model_gen(&states[k + 1], r);
@@ -336,6 +371,7 @@ Test(store, sigkill_under_8_writers_loses_no_acknowledged_change, .timeout = 600
         for (int w = 0; w < G_WRITERS; w++) {
             gw[w].w = w;
             gw[w].states[0] = m[w];
+            model_restart(&gw[w].states[0]);
             for (int k = 0; k < K_OPS; k++) {
                 gw[w].states[k + 1] = gw[w].states[k];
                 gw[w].ops[k] = model_gen(&gw[w].states[k + 1], &r);
