@@ -15,7 +15,7 @@
 #   make uninstall  remove exactly what `make install` installed
 #   make clean
 #
-# Layout: every .c in base/ registry/ csi/ fs/ cmd/ (but cmd/main.c) and every
+# Layout: every .c in base/ registry/ csi/ fs/ cmd/ http/ kubelet/ (but cmd/main.c) and every
 # generated proto/*.pb-c.c goes into one static library; binaries and tests
 # link it.
 
@@ -33,7 +33,7 @@ BINDIR   = $(PREFIX)/bin
 MAN8DIR  = $(PREFIX)/share/man/man8
 UNITDIR  = $(PREFIX)/lib/systemd/system
 MANS    := docs/csifs.8 docs/csi-plugin-hook.8
-PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd
+PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd libmicrohttpd
 
 # Lazily expanded so that a machine without the -dev packages can still run `make deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
@@ -61,7 +61,7 @@ LIBS        = $(PKG_LIBS) -lpthread
 PROTOS      := $(wildcard proto/*.proto)
 PROTO_C     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.h)
-LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c))
+LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c http/*.c kubelet/*.c))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 LIB         := $(BUILD)/libcsifs.a
 
@@ -124,6 +124,7 @@ test-asan: deps
 check: tests
 	@sh scripts/check-cycles.sh --self-test
 	@sh scripts/check-cycles.sh || { echo "check: FAILED: a cycle in the file-level call graph (scripts/check-cycles.sh, above)" >&2; exit 1; }
+	@! grep -ln '^#include "cmd/' base/* registry/* csi/* fs/* || { echo "check: FAILED: the files above include cmd/ (the command): only cmd/ and tests may" >&2; exit 1; }
 	@BUILD="$(BUILD)" VALGRIND_TESTS="$(VALGRIND_TESTS)" \
 	  sh scripts/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS)
 

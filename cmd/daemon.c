@@ -7,6 +7,7 @@
 #include "fs/oplog.h"
 #include "cmd/recover.h"
 #include "base/log.h"
+#include "http/http.h"
 #include "registry/store.h"
 
 #include <errno.h>
@@ -50,6 +51,7 @@ struct run {
     struct csifs_opts *o;
     struct fs *fs;
     int report_fd;                   /* write end of the pipe, or -1 */
+    int http_fd;                     /* -o http='s listening socket, or -1 */
     bool served;                     /* INIT answered (atomic) */
 };
 
@@ -161,6 +163,32 @@ static void note_lock(struct store *st, const char *mnt)
                 strerror(-rc));
 }
 
+/* -o http=: serve it from now on (a failure is logged: the mount serves). */
+static struct http *start_http(struct run *r, struct reg *reg)
+{
+    if (r->http_fd < 0)
+        return NULL;
+    char type[64];
+    unsigned conn = 0;
+    char waiting[128];               /* fusectl mounted by csifs_conn_open */
+    int wfd = csifs_mount_find(r->o->mountpoint, type, sizeof(type), &conn) == 1
+              ? csifs_conn_open(conn, "waiting", O_RDONLY) : -ENOENT;
+    if (wfd < 0)
+        reg_log(LOG_WARNING, "http: /healthz cannot read the FUSE connection's waiting "
+                "requests: %s (it answers 200)", strerror(-wfd));
+    else
+        close(wfd);
+    snprintf(waiting, sizeof(waiting), CSIFS_FUSECTL "/%u/waiting", conn);
+    struct http *h = NULL;
+    struct http_opts ho = { .listen_fd = r->http_fd, .waiting = wfd < 0 ? NULL : waiting,
+                            .fs = r->fs, .reg = reg };
+    int rc = http_start(&h, &ho);
+    r->http_fd = -1;
+    if (rc < 0)
+        reg_log(LOG_ERR, "http=%s: cannot serve: %s", r->o->http, strerror(-rc));
+    return h;
+}
+
 /* After the mount (and the fork): store, registry, prober, serve. */
 static int serve(struct run *r)
 {
@@ -192,8 +220,10 @@ static int serve(struct run *r)
     if (rc == 0 && o->cluster.n_urls &&
         (rc = cl_pub_start(&pub, &o->cluster, reg, o->state, o->mountpoint, CSIFS_VERSION)) < 0)
         snprintf(err, sizeof(err), "cannot start the cluster publisher: %s", strerror(-rc));
+    struct http *http = rc == 0 ? start_http(r, reg) : NULL;
     if (rc == 0)
         rc = fs_loop(r->fs, true);
+    http_stop(http);
     bool served = __atomic_load_n(&r->served, __ATOMIC_ACQUIRE);
     if (rc == 0 && !served) {
         rc = -EIO;
@@ -255,7 +285,7 @@ int csifs_daemon_run(struct csifs_opts *o)
     fuse_set_log_func(fuse_log_fn);
     fuse_quiet = true;
     char err[1024] = "";
-    struct run r = { .o = o, .report_fd = -1 };
+    struct run r = { .o = o, .report_fd = -1, .http_fd = -1 };
     if (csifs_mountpoint_resolve(&o->mountpoint) < 0) {
         reg_log(LOG_ERR, "out of memory");
         return 1;
@@ -276,6 +306,11 @@ int csifs_daemon_run(struct csifs_opts *o)
         rc = state_usable(o->state, err, sizeof(err));
     if (rc == 0)
         rc = csifs_mountpoint_prepare(o->mountpoint, err, sizeof(err));
+    if (rc == 0 && o->http && (rc = http_listen(o->http, &r.http_fd, err, sizeof(err))) < 0) {
+        reg_log(LOG_ERR, "%s", err);
+        fs_destroy(r.fs);
+        return rc == -EINVAL ? 2 : 1;
+    }
     if (rc == 0 && (rc = fs_session_mount(r.fs)) < 0)
         snprintf(err, sizeof(err), "%s: cannot mount: %s", o->mountpoint,
                  *fuse_last ? fuse_last : strerror(-rc));

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FUSECTL "/sys/fs/fuse/connections"
+#define FUSECTL CSIFS_FUSECTL
 #define PROBE_MS 2000                /* a serving FUSE daemon answers statfs at once */
 
 int csifs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn)
@@ -137,15 +137,21 @@ int csifs_mountpoint_resolve(char **mnt)
     return 0;
 }
 
-int csifs_conn_abort(unsigned conn)
+int csifs_conn_open(unsigned conn, const char *file, int flags)
 {
     char path[128];
-    snprintf(path, sizeof(path), FUSECTL "/%u/abort", conn);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    snprintf(path, sizeof(path), FUSECTL "/%u/%s", conn, file);
+    int fd = open(path, flags | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && mount("fusectl", FUSECTL, "fusectl", 0, NULL) == 0)
-        fd = open(path, O_WRONLY | O_CLOEXEC);
+        fd = open(path, flags | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int csifs_conn_abort(unsigned conn)
+{
+    int fd = csifs_conn_open(conn, "abort", O_WRONLY);
     if (fd < 0)
-        return -errno;
+        return fd;
     int rc = write(fd, "1", 1) == 1 ? 0 : -errno;
     close(fd);
     return rc;

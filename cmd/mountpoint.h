@@ -24,6 +24,12 @@ int csifs_mountpoint_prepare(const char *mnt, char *err, size_t errlen);
  * path it names, as the mount table will show it. 0 or -ENOMEM. */
 int csifs_mountpoint_resolve(char **mnt);
 
+#define CSIFS_FUSECTL "/sys/fs/fuse/connections"
+
+/* Open file ("waiting", "abort") of FUSE connection conn in fusectl
+ * (mounted when it is not): an fd (O_CLOEXEC) or a negative errno. */
+int csifs_conn_open(unsigned conn, const char *file, int flags);
+
 /* Abort FUSE connection conn through fusectl (mounted when it is not). */
 int csifs_conn_abort(unsigned conn);
 

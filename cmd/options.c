@@ -16,6 +16,7 @@
 /* Raw strings as fuse_opt fills them; converted after parsing. */
 struct raw {
     char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max, *level;
+    char *http;
     int nosync, foreground, debug, help, version;
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
     int nargs;                       /* non-option arguments seen */
@@ -45,6 +46,7 @@ static const struct fuse_opt spec[] = {
     OPT("events_ring=%s", ring),
     OPT("max_instances=%s", max),
     OPT("log_level=%s", level),
+    OPT("http=%s", http),
     { "nosync", offsetof(struct raw, nosync), 1 },
 #ifdef CSIFS_TEST_OPTS
     OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
@@ -222,6 +224,7 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
     o->nosync = r.nosync;
     o->help = r.help;
     o->version = r.version;
+    o->http = r.http;                /* checked when bound (daemon) */
     free(r.heartbeat);
     free(r.probe_timeout);
     free(r.health_timeout);
@@ -242,6 +245,7 @@ void csifs_opts_free(struct csifs_opts *o)
 {
     free(o->state);
     free(o->mountpoint);
+    free(o->http);
     cl_opts_free(&o->cluster);
     fuse_opt_free_args(&o->fuse);
 }
@@ -267,6 +271,8 @@ void csifs_help_print(const char *prog)
            "  max_instances=N        instances per plugin (default 10000)\n"
            "  nosync                 commit without fsync (benchmarks only)\n"
            "  log_level=LEVEL        debug, info (default), warning or err\n"
+           "  http=[ADDR:]PORT       serve /metrics and /healthz over HTTP (ADDR default\n"
+           "                         127.0.0.1; off by default)\n"
            "  cluster=URL            publish to etcd (http(s)://host:port; once per endpoint)\n"
            "  cluster_node=NAME      this host in the cluster (default the host name)\n"
            "  cluster_prefix=KEY     etcd key prefix (default /csifs/v1)\n"

@@ -23,6 +23,7 @@ struct csifs_opts {
     gid_t registrar_gid;
     unsigned events_ring, max_instances;
     int log_level;                   /* LOG_ERR .. LOG_DEBUG */
+    char *http;                      /* -o http=[ADDR:]PORT, or NULL (http/) */
     struct cl_opts cluster;          /* cluster=, cluster_* (cluster/opts.h) */
     struct fuse_args fuse;
 };

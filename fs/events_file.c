@@ -70,6 +70,17 @@ unsigned fs_events_readers(struct fs *fs)
     return n;
 }
 
+unsigned fs_parked(struct fs *fs)
+{
+    struct fs_events *e = fs->events;
+    unsigned n = 0;
+    pthread_mutex_lock(&e->mu);
+    for (struct waiter *w = e->waiting; w; w = w->next)
+        n++;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
 int fs_events_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                    struct fs_fh **out)
 {

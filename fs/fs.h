@@ -54,6 +54,12 @@ uint64_t fs_requests_of(struct fs *fs, const char *op);
 /* Inode invalidations sent so far; *missed: of those, how many the kernel
  * answered ENOENT (it held no such inode). */
 uint64_t fs_invalidations(struct fs *fs, uint64_t *missed);
+/* The metrics file's content (DESIGN 11), built now, from any thread
+ * (http/): *text is malloc'd, *len bytes, no NUL counted. 0 or -ENOMEM. */
+int fs_metrics_text(struct fs *fs, char **text, size_t *len);
+/* Requests kept unanswered on purpose: events reads waiting for a line.
+ * /healthz (DESIGN 14) does not count them as stuck. Any thread. */
+unsigned fs_parked(struct fs *fs);
 /* Unmount and close the connection now: requests still waiting on the mount
  * fail instead of hanging. The fs stays valid (notifications become no-ops)
  * until fs_destroy. */

@@ -210,25 +210,48 @@ static void counters(struct fs_buf *b, struct fs *fs, const struct snap *s)
                       __atomic_load_n(&fs->req_by_op[k], __ATOMIC_RELAXED));
 }
 
-int fs_metrics_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
-                    struct fs_fh **out)
+/* The text into b (DESIGN 11); 0 or -errno (b->err on a full buffer). */
+static int build(struct fs *fs, struct fs_buf *b)
 {
-    (void)n;
     struct snap s = { 0 };
-    struct fs_buf b = { 0 };
     struct reg_walk_cb cb = { on_begin, on_plugin, on_inst, &s };
     int rc = reg_walk(fs->reg, &cb);
     if (rc == 0) {
-        family(&b, "csifs_build_info", "gauge", "csifs's version (always 1).");
-        fs_buf_printf(&b, "csifs_build_info{version=\"%s\"} 1\n", CSIFS_VERSION);
-        family(&b, "csifs_start_time_seconds", "gauge", "When csifs mounted, in Unix time.");
-        fs_buf_printf(&b, "csifs_start_time_seconds %" PRId64 "\n", fs->mount_ns / 1000000000);
-        tree(&b, &s);
-        counters(&b, fs, &s);
-        plugins(&b, &s);
-        rc = fs_snap_open(&b, fi, out);
+        family(b, "csifs_build_info", "gauge", "csifs's version (always 1).");
+        fs_buf_printf(b, "csifs_build_info{version=\"%s\"} 1\n", CSIFS_VERSION);
+        family(b, "csifs_start_time_seconds", "gauge", "When csifs mounted, in Unix time.");
+        fs_buf_printf(b, "csifs_start_time_seconds %" PRId64 "\n", fs->mount_ns / 1000000000);
+        tree(b, &s);
+        counters(b, fs, &s);
+        plugins(b, &s);
+        rc = b->err;
     }
     free(s.p);
     free(s.i);
     return rc;
+}
+
+int fs_metrics_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
+                    struct fs_fh **out)
+{
+    (void)n;
+    struct fs_buf b = { 0 };
+    int rc = build(fs, &b);
+    if (rc == 0)
+        return fs_snap_open(&b, fi, out);
+    fs_buf_free(&b);
+    return rc;
+}
+
+int fs_metrics_text(struct fs *fs, char **text, size_t *len)
+{
+    struct fs_buf b = { 0 };
+    int rc = build(fs, &b);
+    if (rc < 0) {
+        fs_buf_free(&b);
+        return rc;
+    }
+    *text = b.p;
+    *len = b.len;
+    return 0;
 }

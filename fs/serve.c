@@ -40,6 +40,14 @@
  * another thread, later (a writer's commit), so no poll after it. */
 static _Thread_local bool handed_off;
 
+/* When the last request was finished (atomic): fs_serve_last_done_ns. */
+static int64_t last_done_ns;
+
+int64_t fs_serve_last_done_ns(void)
+{
+    return __atomic_load_n(&last_done_ns, __ATOMIC_RELAXED);
+}
+
 void fs_serve_handed_off(void)
 {
     handed_off = true;
@@ -71,7 +79,9 @@ int fs_serve(struct fuse_session *se)
         } else if (res > 0) {
             handed_off = false;
             fuse_session_process_buf(se, &buf);
-            awake_until = handed_off ? 0 : csifs_mono_ns() + FS_SPIN_NS;
+            int64_t done = csifs_mono_ns();
+            __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
+            awake_until = handed_off ? 0 : done + FS_SPIN_NS;
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;

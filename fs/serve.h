@@ -6,10 +6,15 @@
 #define CSIFS_SERVE_H
 
 #include <fuse_lowlevel.h>
+#include <stdint.h>
 
 int fs_serve(struct fuse_session *se);
 /* From a handler on the FUSE thread: this request is answered by another
  * thread later (workq.h), so the loop does not poll after it. */
 void fs_serve_handed_off(void);
+
+/* When the FUSE thread last finished a request (csifs_mono_ns; 0: none
+ * yet). Any thread: /healthz (DESIGN 14) reads it. */
+int64_t fs_serve_last_done_ns(void);
 
 #endif

@@ -7,6 +7,7 @@ set -eu
 # cflow: scripts/check-cycles.sh (make check), the file-level call graph
 # etcd-server, etcd-client, openssl: tests/system's etcd clusters (cluster/),
 # etcdctl, and their TLS certificates
+# libmicrohttpd-dev, libmicrohttpd12: -o http= (http/); curl: the HTTP tests
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
 libgrpc-dev
@@ -21,7 +22,9 @@ clang-14 libfuzzer-14-dev
 cflow
 etcd-server
 etcd-client
-openssl"
+openssl
+libmicrohttpd-dev libmicrohttpd12
+curl"
 
 missing=""
 for p in $PKGS; do

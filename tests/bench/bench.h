@@ -5,7 +5,7 @@
  *            table, the `bench ...` lines and bench.json
  * sys.c      clocks, /proc readers, child processes, tmpfs, csifs daemons
  * tree.c     browse_cold, browse_hot, read_open, read_pread, stat_deep,
- *            metrics_read, restart, memory (one 1,000 x 10 tree)
+ *            metrics_read, http_metrics, restart, memory (one 1,000 x 10 tree)
  * register.c register_serial, register_parallel, register_burst, the raw
  *            LMDB baseline
  * probe.c    probe_fanout, probe_spread, hung_neighbour, memory_live,
@@ -57,7 +57,7 @@ enum row {
     R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
-    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_NROWS
+    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_NROWS
 };
 
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
@@ -121,6 +121,9 @@ pid_t floor_start(const char *mnt, const char *src, const char *state);
 void floor_stop(pid_t pid, const char *mnt);
 /* Spawn csifs -f on a fresh temp dir with -o state=...,<opts>; 0 or -errno. */
 int daemon_start(struct tf *t, const char *tag, const char *opts);
+/* GET path from -o http= on 127.0.0.1:port (HTTP/1.0, a fresh connection,
+ * read to the end): seconds, or NAN (said why) unless the status is 200. */
+double http_get_s(int port, const char *path);
 /* Is the csifs of t still running? Says how it ended when it is not. */
 bool daemon_alive(struct tf *t);
 /* Stop it (tf_stop), saying first if it had died meanwhile. */

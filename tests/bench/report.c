@@ -40,6 +40,8 @@ static const struct row_def rows[R_NROWS] = {
                         "stats/s", '>', 0.9),
     [R_METRICS_READ] = ROW("metrics_read", "cat metrics with the tree (10,000 instances)", NULL,
                            "ms", '<', 20.0),
+    [R_HTTP_METRICS] = ROW("http_metrics", "GET /metrics (-o http=) with the tree (10,000 instances)",
+                           NULL, "ms", '<', 20.0),
     [R_REGISTER_SERIAL] = ROW("register_serial", "1 writer: mkdir + socket symlink + rmdir, durable",
                               "durable floorfs", "cycles/s", '>', 0.9),
     [R_REGISTER_PARALLEL] = ROW("register_parallel", "8 writers on different plugins, durable",

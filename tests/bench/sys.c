@@ -2,7 +2,10 @@
 #include "tests/bench/bench.h"
 #include "tests/lib/testutil.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -285,6 +288,37 @@ bool wait_files(struct tf *t, const char *fmt, int n, const char *want, double t
         sleep_s(0.05);
     }
     return true;
+}
+
+double http_get_s(int port, const char *path)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    char req[256], buf[65536];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path), status = 0;
+    double t0 = now_s();
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        write(s, req, (size_t)n) != n) {
+        say("http %s: %s", path, strerror(errno));
+        if (s >= 0)
+            close(s);
+        return NAN;
+    }
+    ssize_t got;
+    for (bool first = true; (got = read(s, buf, sizeof(buf) - 1)) > 0; first = false)
+        if (first) {                 /* the status line comes whole in the first read */
+            buf[got] = '\0';
+            if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+                status = 0;
+        }
+    double dt = now_s() - t0;
+    close(s);
+    if (status != 200) {
+        say("http %s: status %d", path, status);
+        return NAN;
+    }
+    return dt;
 }
 
 int run_start(const char *const *argv, struct run *r)

@@ -8,6 +8,7 @@
  * socket but p0/a0's, which points at a live test plugin so that
  * csi-node/p0/current exists (stat_deep). */
 #include "tests/bench/bench.h"
+#include "tests/lib/httpget.h"
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
 
@@ -25,6 +26,7 @@
 
 static struct tf t;
 static char tmpfs[4096];       /* the tmpfs copy */
+static int http_port;          /* csifs's -o http= (http_metrics) */
 static char floor_mnt[4096];   /* floorfs serving the tmpfs copy */
 static long entries;           /* names in the tree, the root excluded */
 
@@ -227,6 +229,7 @@ static void reads(int rep, char **paths[S_N], const char *deep[S_N])
     int n = cfg.plugins * cfg.insts;
     double ro[S_N], first[S_N], pr[S_N], sd[S_N];
     bench_sample(R_METRICS_READ, cat_pass(tf_path(&t, "metrics")) * 1000, NAN, NAN);
+    bench_sample(R_HTTP_METRICS, http_get_s(http_port, "/metrics") * 1000, NAN, NAN);
     for (int k = 0; k < S_N; k++) {
         int s = (k + rep) % S_N;
         /* browse() dropped the inodes with their pages: without this pass
@@ -330,7 +333,7 @@ static void restart(int rep)
 void bench_tree(void)
 {
     enum row mine[] = { R_BROWSE_COLD, R_BROWSE_WARM, R_BROWSE_HOT, R_READ_OPEN, R_READ_PREAD, R_STAT_DEEP,
-                        R_METRICS_READ, R_RESTART, R_MEMORY };
+                        R_METRICS_READ, R_HTTP_METRICS, R_RESTART, R_MEMORY };
     bool any = false;
     for (size_t k = 0; k < sizeof(mine) / sizeof(mine[0]); k++)
         any |= bench_wants(mine[k]);
@@ -339,7 +342,10 @@ void bench_tree(void)
     struct tp_proc plug;
     char sock[4096];
     say("tree: %d plugins x %d instances", cfg.plugins, cfg.insts);
-    if (daemon_start(&t, "bench-tree", "nosync") < 0)
+    char opts[64];
+    http_port = th_free_port();
+    snprintf(opts, sizeof(opts), "nosync,http=%d", http_port);
+    if (daemon_start(&t, "bench-tree", opts) < 0)
         return;
     snprintf(sock, sizeof(sock), "%s/plugin.sock", t.dir);
     snprintf(tmpfs, sizeof(tmpfs), "%s/tmpfs", t.dir);
