@@ -2,6 +2,7 @@
  * keepalive), the dirty set and the status (see publish.h). */
 #include "cluster/publish_int.h"
 #include "cluster/value.h"
+#include "base/counters.h"
 #include "base/defaults.h"
 #include "base/log.h"
 
@@ -25,6 +26,7 @@ static void set_state(struct cl_pub *p, enum cl_state st)
     enum cl_state old = p->st;
     p->st = st;
     pthread_mutex_unlock(&p->mu);
+    cnt_set(&cnt.cluster_up, st == CL_CONNECTED);
     if (old != st)
         reg_log(st == CL_CONNECTED ? LOG_INFO : LOG_WARNING, "cluster: %s", state_names[st]);
 }
@@ -338,6 +340,7 @@ int cl_pub_start(struct cl_pub **out, const struct cl_opts *o, struct reg *reg,
     pthread_cond_init(&p->cv, &ca);
     pthread_condattr_destroy(&ca);
     grpc_init();
+    cnt_set(&cnt.cluster_on, 1);
     struct etcd_opts eo = { (const char *const *)o->urls, o->n_urls, o->cacert, o->cert, o->key };
     int err = -ENOMEM;
     if ((p->state = strdup(state)) && (p->mnt = strdup(mountpoint)) &&
