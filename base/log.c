@@ -24,12 +24,12 @@ static const char *const level_names[] = {
     [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
 };
 
-int reg_log_on(int prio)
+int csifs_log_on(int prio)
 {
     return prio <= __atomic_load_n(&level, __ATOMIC_RELAXED);
 }
 
-int reg_log_file(const char *path)
+int csifs_log_file(const char *path)
 {
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
     if (fd < 0)
@@ -40,7 +40,7 @@ int reg_log_file(const char *path)
     return 0;
 }
 
-void reg_log_stamp(void)
+void csifs_log_stamp(void)
 {
     stamp = true;
 }
@@ -58,7 +58,7 @@ static void stamp_of(int prio, char *buf, size_t cap)
     snprintf(buf + n, cap - n, ".%03ldZ %s ", ts.tv_nsec / 1000000, lv);
 }
 
-int reg_log_level_parse(const char *s)
+int csifs_log_level_parse(const char *s)
 {
     for (int p = 0; p < (int)(sizeof(level_names) / sizeof(level_names[0])); p++)
         if (level_names[p] && !strcmp(s, level_names[p]))
@@ -66,18 +66,18 @@ int reg_log_level_parse(const char *s)
     return -EINVAL;
 }
 
-void reg_log_set_level(int prio)
+void csifs_log_set_level(int prio)
 {
     __atomic_store_n(&level, prio, __ATOMIC_RELAXED);
 }
 
-void reg_log_syslog(void)
+void csifs_log_syslog(void)
 {
     openlog("csifs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
     to_syslog = true;
 }
 
-void reg_log_no_stderr(void)
+void csifs_log_no_stderr(void)
 {
     no_stderr = true;
 }
@@ -97,7 +97,7 @@ static bool stderr_is_journal(void)
     return j;
 }
 
-void reg_log(int prio, const char *fmt, ...)
+void csifs_log(int prio, const char *fmt, ...)
 {
     if (prio > __atomic_load_n(&level, __ATOMIC_RELAXED))
         return;
@@ -127,17 +127,17 @@ void reg_log(int prio, const char *fmt, ...)
 
 static _Thread_local const char *why;
 
-const char *reg_why(void)
+const char *csifs_why(void)
 {
     return why ? why : "";
 }
 
-void reg_why_clear(void)
+void csifs_why_clear(void)
 {
     why = NULL;
 }
 
-void reg_why_set(const char *w)
+void csifs_why_set(const char *w)
 {
     why = w;
 }

@@ -28,7 +28,7 @@ static void set_state(struct cl_pub *p, enum cl_state st)
     pthread_mutex_unlock(&p->mu);
     cnt_set(&cnt.cluster_up, st == CL_CONNECTED);
     if (old != st)
-        reg_log(st == CL_CONNECTED ? LOG_INFO : LOG_WARNING, "cluster: %s", state_names[st]);
+        csifs_log(st == CL_CONNECTED ? LOG_INFO : LOG_WARNING, "cluster: %s", state_names[st]);
 }
 
 static void on_change(const struct reg_change *c, void *arg)
@@ -150,7 +150,7 @@ static int take_lease(struct cl_pub *p)
         pthread_mutex_lock(&p->mu);
         p->counts.lost_leases++;
         pthread_mutex_unlock(&p->mu);
-        reg_log(LOG_INFO, "cluster: lease %llx is gone; granting a new one",
+        csifs_log(LOG_INFO, "cluster: lease %llx is gone; granting a new one",
                 (unsigned long long)p->lease);
     }
     int64_t id, ttl;
@@ -163,7 +163,7 @@ static int take_lease(struct cl_pub *p)
     p->lease = id;
     pthread_mutex_unlock(&p->mu);
     if ((err = cl_ident_save_lease(p->state, id)) < 0)
-        reg_log(LOG_WARNING, "cluster: cannot keep the lease ID in %s/cluster.mdb: %s", p->state,
+        csifs_log(LOG_WARNING, "cluster: cannot keep the lease ID in %s/cluster.mdb: %s", p->state,
                 strerror(-err));
     return 0;
 }
@@ -181,7 +181,7 @@ static int establish(struct cl_pub *p)
         bool logged = p->st == CL_CONFLICT;
         pthread_mutex_unlock(&p->mu);
         if (!logged)
-            reg_log(LOG_ERR, "cluster: node name %s is in use by another csifs (instance %s, "
+            csifs_log(LOG_ERR, "cluster: node name %s is in use by another csifs (instance %s, "
                     "key %s): publishing nothing; retrying every %llds", p->o->node, theirs,
                     p->info_key, (long long)p->ttl_s);
         free(theirs);
@@ -316,7 +316,7 @@ static void *run(void *arg)
         if (err && err != -ENOENT)
             cl_pub_note_error(p, "LeaseRevoke", err);
         else if (cl_ident_save_lease(p->state, 0) == 0)
-            reg_log(LOG_INFO, "cluster: lease %llx revoked", (unsigned long long)p->lease);
+            csifs_log(LOG_INFO, "cluster: lease %llx revoked", (unsigned long long)p->lease);
     }
     etcd_stream_close(p->ka);
     p->ka = NULL;
@@ -349,7 +349,7 @@ int cl_pub_start(struct cl_pub **out, const struct cl_opts *o, struct reg *reg,
         asprintf(&p->info_key, "%sinfo", p->host_prefix) >= 0)
         err = etcd_client_new(&eo, &p->c);
     if (!err && (err = cl_ident_load(state, p->instance, &p->lease)) < 0)
-        reg_log(LOG_ERR, "cluster: %s/cluster.mdb: %s", state, strerror(-err));
+        csifs_log(LOG_ERR, "cluster: %s/cluster.mdb: %s", state, strerror(-err));
     if (!err)
         err = reg_subscribe(reg, on_change, p);
     if (!err && (err = -pthread_create(&p->th, NULL, run, p)) == 0)

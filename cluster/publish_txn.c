@@ -404,7 +404,7 @@ int cl_pub_reconcile(struct cl_pub *p)
         free(b);
     }
     if (!err)
-        reg_log(LOG_INFO, "cluster: published %zu plugins as %s (lease %llx)", rs.n, p->o->node,
+        csifs_log(LOG_INFO, "cluster: published %zu plugins as %s (lease %llx)", rs.n, p->o->node,
                 (unsigned long long)p->lease);
     free(rs.v);
     protobuf_c_message_free_unpacked(&r->base, NULL);

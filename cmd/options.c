@@ -180,7 +180,7 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
             return BAD("bad registrar_gid=%s (no such group)", r->registrar);
         o->has_registrar = true;
     }
-    if (r->level && (o->log_level = reg_log_level_parse(r->level)) < 0)
+    if (r->level && (o->log_level = csifs_log_level_parse(r->level)) < 0)
         return BAD("bad log_level=%s (want debug, info, notice, warning or err)", r->level);
     if (r->state && !*r->state)
         return BAD("empty state= (want the state directory, e.g. state=/var/lib/csifs)");

@@ -35,7 +35,7 @@ static struct reg_caller set_caller(fuse_req_t req)
     struct reg_caller c = { .uid = ctx->uid, .pid = ctx->pid };
     char path[40];
     snprintf(path, sizeof(path), "/proc/%d/comm", (int)ctx->pid);
-    FILE *f = reg_log_on(LOG_INFO) && ctx->pid > 0 ? fopen(path, "re") : NULL;
+    FILE *f = csifs_log_on(LOG_INFO) && ctx->pid > 0 ? fopen(path, "re") : NULL;
     if (f) {
         if (!fgets(c.comm, sizeof(c.comm), f))
             c.comm[0] = '\0';
@@ -64,20 +64,20 @@ static int refusal_prio(const char *why)
     return !strcmp(why, REG_WHY_STORE_FULL) ? LOG_WARNING : LOG_INFO;
 }
 
-/* The handler replies before it returns; its thread's reg_why() then says
+/* The handler replies before it returns; its thread's csifs_why() then says
  * why a validation refused it. The path is taken before: it may go. */
 #define WRAPPED(call, fmt, ...)                                                   \
     do {                                                                          \
         char who_[96];                                                            \
-        reg_why_clear();                                                          \
+        csifs_why_clear();                                                          \
         struct reg_caller w_ = set_caller(req);                                   \
         call;                                                                     \
         reg_caller_set(NULL);                                                     \
-        if (*reg_why()) {                                                         \
-            reg_log(refusal_prio(reg_why()), "refused: " fmt "%s: %s", __VA_ARGS__, \
-                    by(&w_, who_, sizeof(who_)), reg_why());                      \
+        if (*csifs_why()) {                                                         \
+            csifs_log(refusal_prio(csifs_why()), "refused: " fmt "%s: %s", __VA_ARGS__, \
+                    by(&w_, who_, sizeof(who_)), csifs_why());                      \
         }                                                                         \
-        reg_why_clear();                                                          \
+        csifs_why_clear();                                                          \
     } while (0)
 
 static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -167,38 +167,38 @@ static void on_change(const struct reg_change *c, void *arg)
     const char *who = by(&c->who, w, sizeof(w));
     switch (c->kind) {
     case REG_C_PLUGIN_ADD:
-        reg_log(LOG_INFO, "registered %s/%s%s", type, c->plugin_name, who);
+        csifs_log(LOG_INFO, "registered %s/%s%s", type, c->plugin_name, who);
         break;
     case REG_C_PLUGIN_DEL:
-        reg_log(LOG_INFO, "deregistered %s/%s%s", type, c->plugin_name, who);
+        csifs_log(LOG_INFO, "deregistered %s/%s%s", type, c->plugin_name, who);
         break;
     case REG_C_INST_ADD:
-        reg_log(LOG_INFO, "registered %s/%s/%s%s", type, c->plugin_name, c->alloc_name, who);
+        csifs_log(LOG_INFO, "registered %s/%s/%s%s", type, c->plugin_name, c->alloc_name, who);
         break;
     case REG_C_INST_DEL:
-        reg_log(LOG_INFO, "deregistered %s/%s/%s%s", type, c->plugin_name, c->alloc_name, who);
+        csifs_log(LOG_INFO, "deregistered %s/%s/%s%s", type, c->plugin_name, c->alloc_name, who);
         break;
     case REG_C_SOCKET:
         if (reg_socket_get(reg, c->inst, v, sizeof(v)) < 0)
             strcpy(v, "(cleared)");
-        reg_log(LOG_INFO, "%s/%s/%s: socket %s%s", type, c->plugin_name, c->alloc_name, v, who);
+        csifs_log(LOG_INFO, "%s/%s/%s: socket %s%s", type, c->plugin_name, c->alloc_name, v, who);
         break;
     case REG_C_ATTR:
-        reg_log(LOG_INFO, "%s/%s/%s: %s written%s", type, c->plugin_name, c->alloc_name,
+        csifs_log(LOG_INFO, "%s/%s/%s: %s written%s", type, c->plugin_name, c->alloc_name,
                 reg_attrs[c->attr].name, who);
         break;
     case REG_C_HEALTH:
-        reg_log(health_prio[c->health], "%s/%s/%s: health %s (%s) ready %d", type,
+        csifs_log(health_prio[c->health], "%s/%s/%s: health %s (%s) ready %d", type,
                 c->plugin_name, c->alloc_name, health_names[c->health], c->reason, c->ready);
         break;
     case REG_C_HISTORY:
-        reg_log(LOG_DEBUG, "%s/%s/%s: probe %s in %.3f ms (%s)", type, c->plugin_name,
+        csifs_log(LOG_DEBUG, "%s/%s/%s: probe %s in %.3f ms (%s)", type, c->plugin_name,
                 c->alloc_name, outcome_names[c->outcome], c->latency_us / 1000.0, c->reason);
         break;
     case REG_C_CURRENT:
         if (reg_current_get(reg, c->plugin, v, sizeof(v)) < 0)
             strcpy(v, "(none)");
-        reg_log(LOG_NOTICE, "%s/%s: current %s%s", type, c->plugin_name, v, who);
+        csifs_log(LOG_NOTICE, "%s/%s: current %s%s", type, c->plugin_name, v, who);
         break;
     default:
         break;

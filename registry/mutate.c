@@ -52,7 +52,7 @@ int mut_check_room(struct reg *reg, uint64_t est)
         reg->room = room;
     if (reg->pend_bytes + est <= reg->room)
         return 0;
-    reg_why_set(REG_WHY_STORE_FULL);
+    csifs_why_set(REG_WHY_STORE_FULL);
     return -ENOSPC;
 }
 

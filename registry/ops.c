@@ -30,7 +30,7 @@ int reg_value_check(const char *v, size_t len)
     for (size_t k = 0; k < len; k++) {
         unsigned char c = (unsigned char)v[k];
         if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return reg_why_set("control characters are not allowed"), -EINVAL;
+            return csifs_why_set("control characters are not allowed"), -EINVAL;
     }
     return 0;
 }
@@ -159,7 +159,7 @@ int reg_instance_register(struct reg *reg, enum reg_type type, const char *plugi
         static _Thread_local char why[80];
         snprintf(why, sizeof(why), "max_instances (%u) reached for this plugin",
                  reg->opts.max_instances);
-        reg_why_set(why);
+        csifs_why_set(why);
         rc = -ENOSPC;
     }
     else if ((rc = mut_check_room(reg, MUT_EST_REC)) == 0 &&
@@ -276,7 +276,7 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
         target = NULL;
     size_t len = target ? strlen(target) : 0;
     if (target && target[0] != '/')
-        return reg_why_set("socket target must be an absolute path"), -EINVAL;
+        return csifs_why_set("socket target must be an absolute path"), -EINVAL;
     if (target && reg_value_check(target, len) < 0)
         return -EINVAL;
     if (len > REG_SOCKET_MAX)
@@ -349,7 +349,7 @@ int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
     if (len && value[len - 1] == '\n')
         len--;
     if (len > REG_VALUE_MAX)
-        reg_why_set("value over 4096 bytes");
+        csifs_why_set("value over 4096 bytes");
     if (len > REG_VALUE_MAX || reg_value_check(value, len) < 0)
         return -EINVAL;
     /* Both writable attributes are paths (DESIGN 5): absolute or empty. */

@@ -181,7 +181,7 @@ ssize_t reg_attr_show(struct reg *reg, uint64_t inst, enum reg_attr attr,
 ssize_t reg_socket_get(struct reg *reg, uint64_t inst, char *buf, size_t cap);
 ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap);
 
-/* reg_why() of an addition refused because the state store is full (the
+/* csifs_why() of an addition refused because the state store is full (the
  * reserve of DESIGN 7 is kept for removals). */
 #define REG_WHY_STORE_FULL "the state store is full (disk or map)"
 
