@@ -1,5 +1,6 @@
 /* csifs start-up, daemonizing, serving and stop. See daemon.h. */
 #include "cluster/publish.h"
+#include "cluster/view.h"
 #include "csi/prober.h"
 #include "cmd/daemon.h"
 #include "fs/fs.h"
@@ -199,6 +200,7 @@ static int serve(struct run *r)
     struct reg *reg = NULL;
     struct csi_prober *pr = NULL;
     struct cl_pub *pub = NULL;
+    struct cl_view *view = NULL;
     raise_nofile();
     int64_t t0 = csifs_mono_us();
     /* main() ran store_check_forked on the state dir (store.h) */
@@ -227,6 +229,10 @@ static int serve(struct run *r)
     if (rc == 0 && o->cluster.n_urls &&
         (rc = cl_pub_start(&pub, &o->cluster, reg, o->state, o->mountpoint, CSIFS_VERSION)) < 0)
         snprintf(err, sizeof(err), "cannot start the cluster publisher: %s", strerror(-rc));
+    if (rc == 0 && o->cluster.view &&
+        (rc = cl_view_start(&view, &o->cluster, pub, fs_cluster_changed, r->fs)) < 0)
+        snprintf(err, sizeof(err), "cannot start the cluster view: %s", strerror(-rc));
+    fs_cluster_attach(r->fs, view);
     struct http *http = rc == 0 ? start_http(r, reg) : NULL;
     if (rc == 0)
         rc = fs_loop(r->fs, true);
@@ -248,6 +254,8 @@ static int serve(struct run *r)
         csifs_log(LOG_ERR, "%s", err);
         report(r, 1, err);
     }
+    cl_view_free(view);              /* its invalidations are no-ops once unmounted */
+    fs_cluster_attach(r->fs, NULL);
     cl_pub_stop(pub, true);          /* SIGTERM: the lease is revoked, the keys go */
     csi_prober_stop(pr);
     fs_destroy(r->fs);

@@ -60,6 +60,13 @@ int fs_metrics_text(struct fs *fs, char **text, size_t *len);
 /* Requests kept unanswered on purpose: events reads waiting for a line.
  * /healthz (DESIGN 14) does not count them as stuck. Any thread. */
 unsigned fs_parked(struct fs *fs);
+/* The cluster view (-o cluster_view): serve v under <mnt>/cluster/ (before
+ * fs_loop); fs_cluster_changed is the view's changed callback (arg: the
+ * fs), which invalidates the kernel's caches. */
+struct cl_view;
+struct cl_view_change;
+void fs_cluster_attach(struct fs *fs, struct cl_view *v);
+void fs_cluster_changed(void *arg, const struct cl_view_change *c);
 /* Unmount and close the connection now: requests still waiting on the mount
  * fail instead of hanging. The fs stays valid (notifications become no-ops)
  * until fs_destroy. */
