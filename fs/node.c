@@ -41,7 +41,8 @@ const struct fs_kind_def fs_kinds[K_NKINDS] = {
                     .readlink = fs_pending_readlink, .unlink = fs_pending_unlink },
     /* the cluster view: read-only (no mkdir, write, unlink: EPERM, EACCES) */
     [K_CL_ROOT] = { .fmt = S_IFDIR, .perm = 0555, .nslots = SLOT_TYPE0 + REG_NTYPES,
-                    .child = fs_cl_dir_child, .stat = fs_cl_dir_stat },
+                    .child = fs_cl_dir_child, .stat = fs_cl_dir_stat,
+                    .resolve = fs_cl_resolve },
     [K_CL_STATUS] = { .name = "status", .fmt = S_IFREG, .perm = 0444, .parent = K_CL_ROOT,
                       .slot = 1, .open = fs_cl_status_open, .read = fs_snap_read,
                       .release = fs_snap_release },
@@ -103,7 +104,7 @@ int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
     if (seq == 0)
         return in_dir(K_ROOT, slot, out);
     if (seq >= FS_CL_SEQ0)
-        return fs_cl_resolve(fs, seq - FS_CL_SEQ0, slot, out);
+        return fs_kinds[K_CL_ROOT].resolve(fs, seq - FS_CL_SEQ0, slot, out);
     if (slot == SLOT_PENDING) {
         struct pending_link l;
         if (pending_get(&fs->pend, seq, &l) < 0 || reg_get(fs->reg, l.inst, &out->r) < 0)

@@ -155,6 +155,9 @@ struct fs_kind_def {
     int (*write)(struct fs *fs, const struct fs_node *n, const char *buf, size_t len,
                  off_t off);                /* NULL: -EACCES for files, -EPERM otherwise */
     void (*release)(struct fs *fs, struct fs_fh *h);
+    /* a kind heading an inode range of its own (K_CL_ROOT: seqs from
+     * FS_CL_SEQ0): resolves (seq - base, slot) there */
+    int (*resolve)(struct fs *fs, uint64_t id, unsigned slot, struct fs_node *out);
 };
 extern const struct fs_kind_def fs_kinds[K_NKINDS];
 
