@@ -6,6 +6,7 @@
 #include "base/defaults.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,8 @@ int reg_type_parse(const char *name)
 int reg_name_check(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
+    if (n > NAME_MAX)                /* as every Unix filesystem says */
+        return csifs_why_set("name longer than 255 bytes"), -ENAMETOOLONG;
     csifs_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
     if (n < 1 || n > REG_NAME_MAX || name[0] == '.' || !strcmp(name, "current"))
         return -EINVAL;
