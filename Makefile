@@ -207,7 +207,7 @@ $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
 
 # The floor of the tree rows (tests/bench/floorfs.c): csifs's receive loop
 # (fs/serve.c), nothing else of csifs.
-$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(LIB)
+$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(BUILD)/obj/tests/bench/walk.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
