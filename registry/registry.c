@@ -6,6 +6,7 @@
 #include "base/defaults.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,8 @@ int reg_type_parse(const char *name)
 int reg_name_check(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
+    if (n > NAME_MAX)                /* as every Unix filesystem says */
+        return csifs_why_set("name longer than 255 bytes"), -ENAMETOOLONG;
     csifs_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
     if (n < 1 || n > REG_NAME_MAX || name[0] == '.' || !strcmp(name, "current"))
         return -EINVAL;
@@ -424,6 +427,16 @@ ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap)
     pthread_rwlock_rdlock(&reg->lock);
     struct plugin *p = model_as_plugin(model_by_seq(reg, plugin));
     ssize_t n = copy_out(p && p->shown ? p->shown->o.name : NULL, buf, cap);
+    pthread_rwlock_unlock(&reg->lock);
+    return n;
+}
+
+unsigned long reg_type_count(struct reg *reg, enum reg_type type)
+{
+    if ((unsigned)type >= REG_NTYPES)
+        return 0;
+    pthread_rwlock_rdlock(&reg->lock);
+    unsigned long n = reg->ntypes[type];
     pthread_rwlock_unlock(&reg->lock);
     return n;
 }
