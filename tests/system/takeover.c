@@ -281,3 +281,78 @@ Test(takeover, sigkill_successor_takes_over_the_mount)
     cr_assert(!is_mount_root(mnt), "SIGTERM after a takeover unmounts");
     cr_assert_eq(hd_nfds(&hd), 0, "SIGTERM leaves nothing in the fd store");
 }
+
+/* The mount's unique id (Linux 6.8; connection and plain mount ids are
+ * reused at once): a new mount gets a new one. */
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x4000u
+#endif
+static uint64_t mnt_id(const char *m)
+{
+    struct statx sx;
+    return statx(AT_FDCWD, m, 0, STATX_MNT_ID_UNIQUE, &sx) == 0 ? sx.stx_mnt_id : 0;
+}
+
+static bool log_has(const char *what)
+{
+    char cmd[8400];
+    snprintf(cmd, sizeof(cmd), "grep -q -- '%s' '%s'", what, logf);
+    return system(cmd) == 0;
+}
+
+Test(takeover, aborted_connection_fd_falls_back_to_a_fresh_mount)
+{
+    pid_t p1 = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    struct stat before, after;
+    cr_assert_eq(stat(mnt, &before), 0);
+    uint64_t id0 = mnt_id(mnt);
+    cr_assert_neq(id0, 0);
+    note_conn(mnt);
+    kill_reap(p1, SIGKILL);
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(before.st_dev));
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "1", 1), 1);
+    close(fd);
+    pid_t p2 = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 2, 10000), "no READY=1 from the fresh mount");
+    cr_assert_eq(stat(mnt, &after), 0);
+    note_conn(mnt);
+    cr_assert_eq(after.st_ino, 1);
+    cr_assert_neq(id0, mnt_id(mnt), "a fresh mount");
+    cr_assert(log_has("was aborted: mounting afresh"), "no log line for the fallback");
+    cr_assert_geq(hd_fd(&hd, "fuse"), 0, "the fresh connection is kept");
+    kill_reap(p2, SIGTERM);
+    cr_assert(!is_mount_root(mnt));
+    cr_assert_eq(hd_nfds(&hd), 0);
+}
+
+Test(takeover, fd_of_another_mount_point_falls_back_to_a_fresh_mount)
+{
+    char mnt2[4200], state2[4200];
+    snprintf(mnt2, sizeof(mnt2), "%s2", mnt);
+    snprintf(state2, sizeof(state2), "%s2", state);
+    cr_assert_eq(mkdir(mnt2, 0755), 0);
+    pid_t p1 = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    note_conn(mnt);
+    hd_put(&hd2, "fuse", hd_fd(&hd, "fuse"));       /* the first mount's, handed to another */
+    hd_put(&hd2, "state", hd_fd(&hd, "state"));
+    pid_t p2 = start(&hd2, mnt2, state2);
+    cr_assert(hd_wait_ready(&hd2, 1, 10000), "no READY=1 from the second mount");
+    note_conn(mnt2);
+    struct stat a, b;
+    cr_assert_eq(stat(mnt, &a), 0);
+    cr_assert_eq(stat(mnt2, &b), 0);
+    cr_assert_eq(b.st_ino, 1);
+    cr_assert_neq(a.st_dev, b.st_dev, "the second mount point got its own connection");
+    cr_assert(log_has("is not the one mounted there.*mounting afresh\\|nothing is mounted there.*mounting afresh"),
+              "no log line for the fallback");
+    cr_assert_eq(sh("ls csi-node >/dev/null"), 0, "the first mount still serves");
+    kill_reap(p2, SIGTERM);
+    kill_reap(p1, SIGTERM);
+    cr_assert(!is_mount_root(mnt2));
+    cr_assert(!is_mount_root(mnt));
+}
