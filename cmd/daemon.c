@@ -384,6 +384,7 @@ static int state_usable(const char *state, char *err, size_t errlen)
     snprintf(p, sizeof(p), "%s", state);
     struct stat st;
     int e = 0;
+    *err = '\0';
     if (stat(p, &st) < 0) {          /* store_open makes the last component only */
         char *slash = strrchr(p, '/');
         e = errno;
@@ -392,11 +393,14 @@ static int state_usable(const char *state, char *err, size_t errlen)
             e = stat(p, &st) < 0 ? errno : 0;
         }
     }
+    if (e == ENOENT && strcmp(p, state))
+        snprintf(err, errlen, "state=%.400s: its parent directory %.400s does not exist "
+                 "(csifs creates the state directory, not its parents)", state, p);
     if (!e && !S_ISDIR(st.st_mode))
         e = ENOTDIR;
     if (!e && access(p, W_OK | X_OK) < 0)
         e = errno;
-    if (e)
+    if (e && !*err)
         snprintf(err, errlen, "%.900s: %s", p, strerror(e));
     return -e;
 }
@@ -426,7 +430,7 @@ int csifs_daemon_run(struct csifs_opts *o)
                           .on_init = on_init, .on_init_arg = &r };
     /* the FUSE options first: nothing is touched before they are known */
     if (fs_session(&r.fs, &fo) < 0) {
-        csifs_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
+        csifs_log(LOG_WARNING, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
         return 2;
     }
     check_handed(&r);
@@ -445,7 +449,7 @@ int csifs_daemon_run(struct csifs_opts *o)
     /* with a handed connection the old mount is never probed, unmounted
      * nor aborted (DESIGN 13): its holder is waited for */
     rc = r.takeover ? wait_lock(o->state, err, sizeof(err))
-                    : csifs_state_recover(o->state, err, sizeof(err));
+                    : csifs_state_recover(o->state, o->mountpoint, false, err, sizeof(err));
     if (rc == 0)
         rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */
     if (rc == 0)
@@ -453,7 +457,7 @@ int csifs_daemon_run(struct csifs_opts *o)
     if (rc == 0 && !r.takeover)
         rc = csifs_mountpoint_prepare(o->mountpoint, err, sizeof(err));
     if (rc == 0 && o->http && (rc = http_listen(o->http, &r.http_fd, err, sizeof(err))) < 0) {
-        csifs_log(LOG_ERR, "%s", err);
+        csifs_log(LOG_WARNING, "%s", err);   /* a refused start */
         fs_destroy(r.fs);
         return rc == -EINVAL ? 2 : 1;
     }
@@ -463,7 +467,7 @@ int csifs_daemon_run(struct csifs_opts *o)
                  *fuse_last ? fuse_last : strerror(-rc));
     fuse_quiet = false;
     if (rc < 0) {
-        csifs_log(LOG_ERR, "%s", err);
+        csifs_log(LOG_WARNING, "%s", err);   /* a refused start */
         fs_destroy(r.fs);
         return 1;
     }
