@@ -13,8 +13,8 @@
  * runnable on it and stops at the first yield that ran another task (on a
  * busy CPU a sleeping thread's request wakes it ahead of the others, a
  * polling one would wait its turn: 35 ms once in events_order), and lasts
- * FS_SPIN_NS after the last request only, and not after one handed to a
- * writer (whose commit answers it later): an idle csifs sleeps in poll(2)
+ * FS_SPIN_NS after the last request only, and not after one handed to the
+ * commit thread (which answers it later): an idle csifs sleeps in poll(2)
  * as before. */
 #include "fs/serve.h"
 #include "base/defaults.h"
@@ -37,7 +37,7 @@
 #define FS_YIELD_BUSY_NS 20000
 
 /* Set by fs_serve_handed_off during a request: its answer comes from
- * another thread, later (a writer's commit), so no poll after it. */
+ * another thread, later (the commit thread), so no poll after it. */
 static _Thread_local bool handed_off;
 
 /* When the last request was finished (atomic): fs_serve_last_done_ns. */
