@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define EV_BLOCK 65536          /* event seqs reserved per meta extension */
-#define GATHER_US 200           /* a leader waits this long for its batch to fill */
+#define GATHER_US 200           /* the commit thread waits this long for its batch to fill */
 
 #ifdef CSIFS_TEST_OPTS
 int reg_test_commit_delay_ms;
@@ -341,12 +341,12 @@ static void lead(struct reg *reg)
         settle(reg, m, rc == 0);
     for (struct mut *m = behind; m; m = m->next)
         settle(reg, m, false);
-    answer(reg, behind, rc);
     if (room_known) {
         reg->room = room;
         reg->room_known = true;
     }
     reg->inflight = NULL;
+    answer(reg, behind, rc);
     if (rc == 0) {
         pthread_mutex_unlock(&reg->wlock);
         for (struct mut *m = batch; m; m = m->next) {
