@@ -18,6 +18,7 @@
  * as before. */
 #include "fs/serve.h"
 #include "base/defaults.h"
+#include "base/knobs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,13 +29,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* How long the thread stays awake after a request: more than a reader's
- * work between two requests (ls -lR: about 90 us per directory here). */
-#ifndef FS_SPIN_NS                  /* -DFS_SPIN_NS=0: sleep at once, as before */
-#define FS_SPIN_NS 200000
-#endif
-/* A sched_yield that took longer ran another task: the CPU is contended. */
-#define FS_YIELD_BUSY_NS 20000
+/* FS_SPIN_NS, how long the thread stays awake after a request (more than a
+ * reader's work between two requests: ls -lR about 90 us per directory
+ * here; -DFS_SPIN_NS=0 sleeps at once), and FS_YIELD_BUSY_NS, a
+ * sched_yield that took longer ran another task: base/knobs.h. */
 
 /* Set by fs_serve_handed_off during a request: its answer comes from
  * another thread, later (the commit thread), so no poll after it. */

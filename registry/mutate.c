@@ -2,6 +2,7 @@
  * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
 #include "base/counters.h"
+#include "base/knobs.h"
 #include "base/log.h"
 
 #include <assert.h>
@@ -13,7 +14,6 @@
 #include <unistd.h>
 
 #define EV_BLOCK 65536          /* event seqs reserved per meta extension */
-#define GATHER_US 200           /* the commit thread waits this long for its batch to fill */
 
 #ifdef CSIFS_TEST_OPTS
 int reg_test_commit_delay_ms;
@@ -241,7 +241,7 @@ static void answer(struct reg *reg, struct mut *list, int rc)
 }
 
 /* Callers answered together come back together: after a batch of n, the
- * commit thread waits up to GATHER_US for n queued mutations (released
+ * commit thread waits up to MUT_GATHER_US for n queued mutations (released
  * wlock) rather than committing the first one alone. A lone caller never
  * waits. */
 static void gather(struct reg *reg)
@@ -251,7 +251,7 @@ static void gather(struct reg *reg)
         return;
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_nsec += GATHER_US * 1000L;
+    dl.tv_nsec += MUT_GATHER_US * 1000L;
     if (dl.tv_nsec >= 1000000000L) {
         dl.tv_sec++;
         dl.tv_nsec -= 1000000000L;
