@@ -33,7 +33,7 @@ BINDIR   = $(PREFIX)/bin
 MAN8DIR  = $(PREFIX)/share/man/man8
 UNITDIR  = $(PREFIX)/lib/systemd/system
 MANS    := docs/csifs.8 docs/csi-plugin-hook.8
-PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd libmicrohttpd
+PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd libmicrohttpd zlib
 
 # Lazily expanded so that a machine without the -dev packages can still run `make deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
@@ -207,7 +207,7 @@ $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
 
 # The floor of the tree rows (tests/bench/floorfs.c): csifs's receive loop
 # (fs/serve.c), nothing else of csifs.
-$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(LIB)
+$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(BUILD)/obj/tests/bench/walk.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

@@ -153,6 +153,11 @@ extern const struct fs_kind_def fs_kinds[K_NKINDS];
 fuse_ino_t fs_ino(uint64_t seq, unsigned slot);
 /* -ENOENT when the node no longer exists. */
 int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out);
+/* The fixed child at slot of a resolved directory: as fs_resolve of its
+ * inode, from dir's registry node as read (no second read of the registry:
+ * a listing shows one moment of the dir). */
+int fs_resolve_slot(struct fs *fs, const struct fs_node *dir, unsigned slot,
+                    struct fs_node *out);
 /* The directory node of a plugin or instance from what the registry handed
  * over (reg_list's callback: no call back into the registry). */
 void fs_node_of(const struct reg_node *r, struct fs_node *out);
