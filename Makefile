@@ -61,7 +61,7 @@ LIBS        = $(PKG_LIBS) -lpthread
 PROTOS      := $(wildcard proto/*.proto)
 PROTO_C     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.h)
-LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c http/*.c kubelet/*.c))
+LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c http/*.c kubelet/*.c takeover/*.c))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 LIB         := $(BUILD)/libcsifs.a
 

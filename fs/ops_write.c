@@ -244,17 +244,16 @@ static void answer_write(struct call *c, int rc)
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                  struct fuse_file_info *fi)
 {
-    (void)ino;
     struct fs *fs = fs_req(req, FS_OP_WRITE);
     struct call *c = call_new(req, fs, answer_write, NULL);
     if (!c) {
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    const struct fs_fh *h = (const struct fs_fh *)(uintptr_t)fi->fh;
+    const struct fs_fh *h = fs_fh_get(fs, fi->fh, ino);
     c->size = size;
     call_begin(c);
-    call_end(c, write_node(fs, &h->n, buf, size, off));
+    call_end(c, h ? write_node(fs, &h->n, buf, size, off) : -EBADF);
 }
 
 /* The node's attributes as they are after the change. */
