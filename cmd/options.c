@@ -16,7 +16,7 @@
 /* Raw strings as fuse_opt fills them; converted after parsing. */
 struct raw {
     char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max, *level;
-    char *http;
+    char *http, *kubelet_dir;
     int nosync, foreground, debug, help, version;
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
     int nargs;                       /* non-option arguments seen */
@@ -47,6 +47,7 @@ static const struct fuse_opt spec[] = {
     OPT("max_instances=%s", max),
     OPT("log_level=%s", level),
     OPT("http=%s", http),
+    OPT("kubelet_dir=%s", kubelet_dir),
     { "nosync", offsetof(struct raw, nosync), 1 },
 #ifdef CSIFS_TEST_OPTS
     OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
@@ -225,6 +226,10 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
     o->help = r.help;
     o->version = r.version;
     o->http = r.http;                /* checked when bound (daemon) */
+    o->kubelet_dir = r.kubelet_dir ? absolute(r.kubelet_dir) : NULL;
+    if (rc == 0 && r.kubelet_dir && !o->kubelet_dir)
+        rc = BAD("out of memory");
+    free(r.kubelet_dir);
     free(r.heartbeat);
     free(r.probe_timeout);
     free(r.health_timeout);
@@ -247,6 +252,7 @@ void csifs_opts_free(struct csifs_opts *o)
     free(o->mountpoint);
     free(o->http);
     cl_opts_free(&o->cluster);
+    free(o->kubelet_dir);
     fuse_opt_free_args(&o->fuse);
 }
 
@@ -279,6 +285,8 @@ void csifs_help_print(const char *prog)
            "  cluster_ttl=DUR        lease TTL, whole seconds, at least 2s (default 10s)\n"
            "  cluster_cacert=FILE    CA of https:// endpoints (PEM)\n"
            "  cluster_cert=FILE      client certificate (PEM), with cluster_key=FILE\n"
+           "  kubelet_dir=DIR        register csi-node plugins with the kubelet there\n"
+           "                         (/var/lib/kubelet/plugins_registry; off by default)\n"
            "DUR is N (seconds), Nms, Ns or Nm. A SOURCE (as mount(8) gives) is ignored,\n"
            "and so are defaults, noauto, nofail, _netdev, x-* and comment=. Other -o\n"
            "options go to FUSE.\n",
