@@ -37,6 +37,9 @@ struct cnt {
     uint64_t store_used_bytes, store_map_bytes;      /* gauges, set after each commit */
     struct cnt_hist probe[CNT_NTYPES];               /* one probe round, by type */
     uint64_t events, events_lost;
+    /* cluster publisher (cluster/publish.h): on when cluster= is given */
+    uint64_t cluster_on, cluster_up, cluster_publish_ok, cluster_publish_error;
+    struct cnt_hist cluster_publish;                 /* local change to etcd commit */
 };
 extern struct cnt cnt;
 

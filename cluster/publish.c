@@ -2,6 +2,7 @@
  * keepalive), the dirty set and the status (see publish.h). */
 #include "cluster/publish_int.h"
 #include "cluster/value.h"
+#include "base/counters.h"
 #include "base/defaults.h"
 #include "base/log.h"
 
@@ -25,8 +26,9 @@ static void set_state(struct cl_pub *p, enum cl_state st)
     enum cl_state old = p->st;
     p->st = st;
     pthread_mutex_unlock(&p->mu);
+    cnt_set(&cnt.cluster_up, st == CL_CONNECTED);
     if (old != st)
-        reg_log(st == CL_CONNECTED ? LOG_INFO : LOG_WARNING, "cluster: %s", state_names[st]);
+        csifs_log(st == CL_CONNECTED ? LOG_INFO : LOG_WARNING, "cluster: %s", state_names[st]);
 }
 
 static void on_change(const struct reg_change *c, void *arg)
@@ -148,7 +150,7 @@ static int take_lease(struct cl_pub *p)
         pthread_mutex_lock(&p->mu);
         p->counts.lost_leases++;
         pthread_mutex_unlock(&p->mu);
-        reg_log(LOG_INFO, "cluster: lease %llx is gone; granting a new one",
+        csifs_log(LOG_INFO, "cluster: lease %llx is gone; granting a new one",
                 (unsigned long long)p->lease);
     }
     int64_t id, ttl;
@@ -161,7 +163,7 @@ static int take_lease(struct cl_pub *p)
     p->lease = id;
     pthread_mutex_unlock(&p->mu);
     if ((err = cl_ident_save_lease(p->state, id)) < 0)
-        reg_log(LOG_WARNING, "cluster: cannot keep the lease ID in %s/cluster.mdb: %s", p->state,
+        csifs_log(LOG_WARNING, "cluster: cannot keep the lease ID in %s/cluster.mdb: %s", p->state,
                 strerror(-err));
     return 0;
 }
@@ -179,7 +181,7 @@ static int establish(struct cl_pub *p)
         bool logged = p->st == CL_CONFLICT;
         pthread_mutex_unlock(&p->mu);
         if (!logged)
-            reg_log(LOG_ERR, "cluster: node name %s is in use by another csifs (instance %s, "
+            csifs_log(LOG_ERR, "cluster: node name %s is in use by another csifs (instance %s, "
                     "key %s): publishing nothing; retrying every %llds", p->o->node, theirs,
                     p->info_key, (long long)p->ttl_s);
         free(theirs);
@@ -314,7 +316,7 @@ static void *run(void *arg)
         if (err && err != -ENOENT)
             cl_pub_note_error(p, "LeaseRevoke", err);
         else if (cl_ident_save_lease(p->state, 0) == 0)
-            reg_log(LOG_INFO, "cluster: lease %llx revoked", (unsigned long long)p->lease);
+            csifs_log(LOG_INFO, "cluster: lease %llx revoked", (unsigned long long)p->lease);
     }
     etcd_stream_close(p->ka);
     p->ka = NULL;
@@ -338,6 +340,7 @@ int cl_pub_start(struct cl_pub **out, const struct cl_opts *o, struct reg *reg,
     pthread_cond_init(&p->cv, &ca);
     pthread_condattr_destroy(&ca);
     grpc_init();
+    cnt_set(&cnt.cluster_on, 1);
     struct etcd_opts eo = { (const char *const *)o->urls, o->n_urls, o->cacert, o->cert, o->key };
     int err = -ENOMEM;
     if ((p->state = strdup(state)) && (p->mnt = strdup(mountpoint)) &&
@@ -346,7 +349,7 @@ int cl_pub_start(struct cl_pub **out, const struct cl_opts *o, struct reg *reg,
         asprintf(&p->info_key, "%sinfo", p->host_prefix) >= 0)
         err = etcd_client_new(&eo, &p->c);
     if (!err && (err = cl_ident_load(state, p->instance, &p->lease)) < 0)
-        reg_log(LOG_ERR, "cluster: %s/cluster.mdb: %s", state, strerror(-err));
+        csifs_log(LOG_ERR, "cluster: %s/cluster.mdb: %s", state, strerror(-err));
     if (!err)
         err = reg_subscribe(reg, on_change, p);
     if (!err && (err = -pthread_create(&p->th, NULL, run, p)) == 0)

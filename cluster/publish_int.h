@@ -14,6 +14,7 @@ enum cl_state { CL_CONNECTING, CL_CONNECTED, CL_DISCONNECTED, CL_CONFLICT };
 struct cl_plugin_ref {
     int type;
     char name[REG_NAME_MAX + 1];
+    int64_t marked_us;                  /* first marked dirty (0: by the reconcile) */
 };
 
 struct cl_cached {                      /* the last value written of a plugin */

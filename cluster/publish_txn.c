@@ -2,6 +2,7 @@
  * reconcile (see publish.h). Runs on the publisher's thread only. */
 #include "cluster/publish_int.h"
 #include "cluster/value.h"
+#include "base/counters.h"
 #include "base/defaults.h"
 #include "base/log.h"
 
@@ -40,8 +41,12 @@ void cl_pub_mark(struct cl_pub *p, const struct cl_plugin_ref *r)
             p->cap_dirty = cap;
         }
     }
-    if (!found && p->n_dirty < p->cap_dirty)
-        p->dirty[p->n_dirty++] = *r;
+    if (!found && p->n_dirty < p->cap_dirty) {
+        p->dirty[p->n_dirty] = *r;
+        if (!r->marked_us)
+            p->dirty[p->n_dirty].marked_us = csifs_mono_us();
+        p->n_dirty++;
+    }
     /* (out of memory: the next reconcile publishes it) */
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
@@ -212,12 +217,17 @@ static int batch_commit(struct batch *b)
     if (r)
         protobuf_c_message_free_unpacked(&r->base, NULL);
     if (err) {
+        cnt_add(&cnt.cluster_publish_error, b->n);
         cl_pub_note_error(p, err == -ESTALE ? "write refused: lease or info key changed" : "Txn",
                           err);
         return err;
     }
+    cnt_add(&cnt.cluster_publish_ok, b->n);
+    int64_t now = csifs_mono_us();
     for (size_t i = 0; i < b->n; i++)
         if (b->has_ref[i]) {
+            if (b->refs[i].marked_us)
+                cnt_hist_observe(&cnt.cluster_publish, now - b->refs[i].marked_us);
             cache_set(p, &b->refs[i], b->cache_vals[i]);
             b->cache_vals[i] = NULL;
         }
@@ -338,6 +348,7 @@ static int collect(const struct reg_node *n, void *arg)
         rs->cap = cap;
     }
     rs->v[rs->n].type = rs->type;
+    rs->v[rs->n].marked_us = 0;
     snprintf(rs->v[rs->n].name, sizeof(rs->v[rs->n].name), "%s", n->plugin);
     rs->n++;
     return 0;
@@ -393,7 +404,7 @@ int cl_pub_reconcile(struct cl_pub *p)
         free(b);
     }
     if (!err)
-        reg_log(LOG_INFO, "cluster: published %zu plugins as %s (lease %llx)", rs.n, p->o->node,
+        csifs_log(LOG_INFO, "cluster: published %zu plugins as %s (lease %llx)", rs.n, p->o->node,
                 (unsigned long long)p->lease);
     free(rs.v);
     protobuf_c_message_free_unpacked(&r->base, NULL);

@@ -6,6 +6,7 @@
 #include "cmd/mountpoint.h"
 #include "fs/oplog.h"
 #include "cmd/recover.h"
+#include "base/defaults.h"
 #include "base/log.h"
 #include "http/http.h"
 #include "kubelet/kubelet.h"
@@ -42,7 +43,7 @@ static void fuse_log_fn(enum fuse_log_level level, const char *fmt, va_list ap)
     if (level <= FUSE_LOG_ERR)
         snprintf(fuse_last, sizeof(fuse_last), "%s", fuse_line);
     if (!fuse_quiet || level > FUSE_LOG_ERR)
-        reg_log(level <= FUSE_LOG_ERR ? LOG_ERR : (int)level, "%s", fuse_line);
+        csifs_log(level <= FUSE_LOG_ERR ? LOG_ERR : (int)level, "%s", fuse_line);
     fuse_line[0] = '\0';
 }
 
@@ -72,7 +73,7 @@ static void report(struct run *r, int status, const char *msg)
             dup2(fd, 0), dup2(fd, 1), dup2(fd, 2);
             close(fd);
         }
-        reg_log_no_stderr();
+        csifs_log_no_stderr();
     }
 }
 
@@ -100,12 +101,12 @@ static int daemonize(struct run *r)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
-        reg_log(LOG_ERR, "pipe: %s", strerror(errno));
+        csifs_log(LOG_ERR, "pipe: %s", strerror(errno));
         return 1;
     }
     pid_t pid = fork();
     if (pid < 0) {
-        reg_log(LOG_ERR, "fork: %s", strerror(errno));
+        csifs_log(LOG_ERR, "fork: %s", strerror(errno));
         return 1;
     }
     if (pid > 0) {                   /* its session and mount are the child's now */
@@ -116,13 +117,13 @@ static int daemonize(struct run *r)
     r->report_fd = p[1];
     setsid();
     if (chdir("/") < 0)
-        reg_log(LOG_WARNING, "chdir /: %s", strerror(errno));
+        csifs_log(LOG_WARNING, "chdir /: %s", strerror(errno));
     int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (fd >= 0) {
         dup2(fd, 0), dup2(fd, 1);
         close(fd);
     }
-    reg_log_syslog();
+    csifs_log_syslog();
     return -1;
 }
 
@@ -134,7 +135,7 @@ static void raise_nofile(void)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-            reg_log(LOG_WARNING, "cannot raise the open-file limit: %s", strerror(errno));
+            csifs_log(LOG_WARNING, "cannot raise the open-file limit: %s", strerror(errno));
     }
 }
 
@@ -147,7 +148,7 @@ static void on_init(void *arg)
     __atomic_store_n(&r->served, true, __ATOMIC_RELEASE);
     report(r, 0, "");
     sd_notify(0, "READY=1");
-    reg_log(LOG_INFO, "serving %s (state %s, pid %ld)", r->o->mountpoint, r->o->state,
+    csifs_log(LOG_INFO, "serving %s (state %s, pid %ld)", r->o->mountpoint, r->o->state,
             (long)getpid());
 }
 
@@ -160,7 +161,7 @@ static void note_lock(struct store *st, const char *mnt)
     if (rc == 1)
         rc = store_lock_note(st, mnt, conn);
     if (rc < 0)
-        reg_log(LOG_WARNING, "%s: cannot record the connection in the lock file: %s", mnt,
+        csifs_log(LOG_WARNING, "%s: cannot record the connection in the lock file: %s", mnt,
                 strerror(-rc));
 }
 
@@ -175,7 +176,7 @@ static struct http *start_http(struct run *r, struct reg *reg)
     int wfd = csifs_mount_find(r->o->mountpoint, type, sizeof(type), &conn) == 1
               ? csifs_conn_open(conn, "waiting", O_RDONLY) : -ENOENT;
     if (wfd < 0)
-        reg_log(LOG_WARNING, "http: /healthz cannot read the FUSE connection's waiting "
+        csifs_log(LOG_WARNING, "http: /healthz cannot read the FUSE connection's waiting "
                 "requests: %s (it answers 200)", strerror(-wfd));
     else
         close(wfd);
@@ -186,7 +187,7 @@ static struct http *start_http(struct run *r, struct reg *reg)
     int rc = http_start(&h, &ho);
     r->http_fd = -1;
     if (rc < 0)
-        reg_log(LOG_ERR, "http=%s: cannot serve: %s", r->o->http, strerror(-rc));
+        csifs_log(LOG_ERR, "http=%s: cannot serve: %s", r->o->http, strerror(-rc));
     return h;
 }
 
@@ -220,6 +221,7 @@ static int serve(struct run *r)
     struct csi_prober *pr = NULL;
     struct cl_pub *pub = NULL;
     raise_nofile();
+    int64_t t0 = csifs_mono_us();
     /* main() ran store_check_forked on the state dir (store.h) */
     int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
                         sizeof(err));
@@ -229,13 +231,18 @@ static int serve(struct run *r)
     if (rc == 0 && (rc = reg_open(&reg, &ro)) < 0)
         snprintf(err, sizeof(err), "%s: cannot restore the registry: %s", o->state,
                  strerror(-rc));
-    if (rc == 0)
+    if (rc == 0) {
+        unsigned long np, ni;
+        reg_count(reg, &np, &ni);
+        csifs_log(LOG_INFO, "restored %lu plugins, %lu instances from %s in %lld ms", np, ni,
+                o->state, (long long)((csifs_mono_us() - t0) / 1000));
         note_lock(st, o->mountpoint);
+    }
     if (rc == 0 && (rc = fs_oplog_subscribe(reg)) == 0 && (rc = fs_attach(r->fs, reg)) < 0)
         snprintf(err, sizeof(err), "cannot start the notifier: %s", strerror(-rc));
     struct csi_prober_opts po = { .heartbeat_ms = o->heartbeat_ms,
                                   .probe_timeout_ms = o->probe_timeout_ms,
-                                  .health_timeout_ms = o->health_timeout_ms, .log = reg_log };
+                                  .health_timeout_ms = o->health_timeout_ms, .log = csifs_log };
     if (rc == 0 && (rc = csi_prober_start(&pr, reg, &po)) < 0)
         snprintf(err, sizeof(err), "cannot start the prober: %s", strerror(-rc));
     if (rc == 0 && o->cluster.n_urls &&
@@ -255,14 +262,14 @@ static int serve(struct run *r)
     }
     if (served) {
         sd_notify(0, "STOPPING=1");
-        reg_log(LOG_INFO, "stopping: unmounting %s", o->mountpoint);
+        csifs_log(LOG_INFO, "stopping: unmounting %s", o->mountpoint);
     }
     /* Unmount first: a prober call dialling a socket inside the mount then
      * fails at once instead of waiting for a daemon that no longer serves;
      * and a failed start reports only once nothing is mounted. */
     fs_unmount(r->fs);
     if (rc < 0 && *err) {
-        reg_log(LOG_ERR, "%s", err);
+        csifs_log(LOG_ERR, "%s", err);
         report(r, 1, err);
     }
     cl_pub_stop(pub, true);          /* SIGTERM: the lease is revoked, the keys go */
@@ -275,7 +282,7 @@ static int serve(struct run *r)
     csi_prober_free(pr);
     store_close(st);
     if (served)
-        reg_log(LOG_INFO, "stopped");
+        csifs_log(LOG_INFO, "stopped");
     return rc < 0 ? 1 : 0;
 }
 
@@ -307,13 +314,20 @@ static int state_usable(const char *state, char *err, size_t errlen)
 
 int csifs_daemon_run(struct csifs_opts *o)
 {
-    reg_log_set_level(o->log_level);
+    csifs_log_set_level(o->log_level);
+    if (o->foreground)
+        csifs_log_stamp();             /* stderr: time and level, unless journald's */
+    int lrc = o->log_file ? csifs_log_file(o->log_file) : 0;
+    if (lrc < 0) {
+        csifs_log(LOG_ERR, "log_file=%s: cannot open: %s", o->log_file, strerror(-lrc));
+        return 1;
+    }
     fuse_set_log_func(fuse_log_fn);
     fuse_quiet = true;
     char err[1024] = "";
     struct run r = { .o = o, .report_fd = -1, .http_fd = -1 };
     if (csifs_mountpoint_resolve(&o->mountpoint) < 0) {
-        reg_log(LOG_ERR, "out of memory");
+        csifs_log(LOG_ERR, "out of memory");
         return 1;
     }
     struct fs_opts fo = { .mountpoint = o->mountpoint, .argc = o->fuse.argc,
@@ -322,7 +336,7 @@ int csifs_daemon_run(struct csifs_opts *o)
                           .on_init = on_init, .on_init_arg = &r };
     /* the FUSE options first: nothing is touched before they are known */
     if (fs_session(&r.fs, &fo) < 0) {
-        reg_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
+        csifs_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
         return 2;
     }
     int rc = csifs_state_recover(o->state, err, sizeof(err));
@@ -333,7 +347,7 @@ int csifs_daemon_run(struct csifs_opts *o)
     if (rc == 0)
         rc = csifs_mountpoint_prepare(o->mountpoint, err, sizeof(err));
     if (rc == 0 && o->http && (rc = http_listen(o->http, &r.http_fd, err, sizeof(err))) < 0) {
-        reg_log(LOG_ERR, "%s", err);
+        csifs_log(LOG_ERR, "%s", err);
         fs_destroy(r.fs);
         return rc == -EINVAL ? 2 : 1;
     }
@@ -342,7 +356,7 @@ int csifs_daemon_run(struct csifs_opts *o)
                  *fuse_last ? fuse_last : strerror(-rc));
     fuse_quiet = false;
     if (rc < 0) {
-        reg_log(LOG_ERR, "%s", err);
+        csifs_log(LOG_ERR, "%s", err);
         fs_destroy(r.fs);
         return 1;
     }

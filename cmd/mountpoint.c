@@ -106,7 +106,7 @@ int csifs_mountpoint_prepare(const char *mnt, char *err, size_t errlen)
             return FAIL(p, "%s: %s", mnt, strerror(-p));
         if (umount2(mnt, MNT_DETACH) < 0)
             return FAIL(-errno, "%s: stale mount, cannot unmount: %s", mnt, strerror(errno));
-        reg_log(LOG_NOTICE, "%s: unmounted the stale mount of a dead %s", mnt, type);
+        csifs_log(LOG_NOTICE, "%s: unmounted the stale mount of a dead %s", mnt, type);
     }
     if (rc < 0)
         return FAIL(rc, "%s: cannot read the mount table: %s", mnt, strerror(-rc));

@@ -16,6 +16,7 @@
 /* Raw strings as fuse_opt fills them; converted after parsing. */
 struct raw {
     char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max, *level;
+    char *log_file;
     char *http, *kubelet_dir;
     int nosync, foreground, debug, help, version;
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
@@ -46,6 +47,7 @@ static const struct fuse_opt spec[] = {
     OPT("events_ring=%s", ring),
     OPT("max_instances=%s", max),
     OPT("log_level=%s", level),
+    OPT("log_file=%s", log_file),
     OPT("http=%s", http),
     OPT("kubelet_dir=%s", kubelet_dir),
     { "nosync", offsetof(struct raw, nosync), 1 },
@@ -124,7 +126,7 @@ int csifs_duration_parse(const char *s, int64_t *ms)
     if (errno || end == s || v < 0)
         return -EINVAL;
     int64_t mul = !strcmp(end, "ms") ? 1 : (!*end || !strcmp(end, "s")) ? 1000
-                  : !strcmp(end, "m") ? 60000 : 0;
+                  : !strcmp(end, "m") ? 60000 : !strcmp(end, "h") ? 3600000 : 0;
     if (!mul || v > INT64_MAX / mul)
         return -EINVAL;
     *ms = v * mul;
@@ -168,7 +170,8 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
     };
     for (size_t k = 0; k < sizeof(durs) / sizeof(durs[0]); k++)
         if (durs[k].val && (csifs_duration_parse(durs[k].val, durs[k].dst) < 0 || !*durs[k].dst))
-            return BAD("bad duration %s=%s (want N, Nms, Ns or Nm)", durs[k].name, durs[k].val);
+            return BAD("bad duration %s=%s (want N, Nms, Ns, Nm or Nh)", durs[k].name,
+                       durs[k].val);
     if (r->ring && parse_uint(r->ring, &o->events_ring) < 0)
         return BAD("bad events_ring=%s (want a positive number)", r->ring);
     if (r->max && parse_uint(r->max, &o->max_instances) < 0)
@@ -178,8 +181,12 @@ static int convert(struct raw *r, struct csifs_opts *o, char *err, size_t errlen
             return BAD("bad registrar_gid=%s (no such group)", r->registrar);
         o->has_registrar = true;
     }
-    if (r->level && (o->log_level = reg_log_level_parse(r->level)) < 0)
-        return BAD("bad log_level=%s (want debug, info, warning or err)", r->level);
+    if (r->level && (o->log_level = csifs_log_level_parse(r->level)) < 0)
+        return BAD("bad log_level=%s (want debug, info, notice, warning or err)", r->level);
+    if (r->state && !*r->state)
+        return BAD("empty state= (want the state directory, e.g. state=/var/lib/csifs)");
+    if (r->log_file && !*r->log_file)
+        return BAD("empty log_file= (want a file to append the log to)");
     if (r->nargs > 2)
         return BAD("too many arguments (want [SOURCE] MOUNTPOINT)");
     if (cl_opts_finish(&o->cluster, err, errlen) < 0)
@@ -215,7 +222,10 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
         rc = convert(&r, o, err, errlen);
     /* mount.fuse3 runs `csifs SOURCE MOUNTPOINT`: the source means nothing */
     const char *mnt = r.nargs >= 2 ? r.args[1] : r.nargs == 1 ? r.args[0] : "/run/csi";
-    o->state = absolute(r.state ? r.state : "/var/lib/csifs");
+    o->state = absolute(r.state && *r.state ? r.state : "/var/lib/csifs");
+    bool want_log_file = r.log_file && *r.log_file;
+    o->log_file = want_log_file ? absolute(r.log_file) : NULL;
+    free(r.log_file);
     o->mountpoint = absolute(mnt);
     free(r.state);
     free(r.args[0]);
@@ -241,7 +251,7 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
     free(r.dbg_commit_delay);        /* whether convert() took them or not */
     free(r.dbg_fail_commit);
 #endif
-    if (rc == 0 && (!o->state || !o->mountpoint))
+    if (rc == 0 && (!o->state || !o->mountpoint || (want_log_file && !o->log_file)))
         rc = BAD("out of memory");
     return rc;
 }
@@ -249,6 +259,7 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
 void csifs_opts_free(struct csifs_opts *o)
 {
     free(o->state);
+    free(o->log_file);
     free(o->mountpoint);
     free(o->http);
     cl_opts_free(&o->cluster);
@@ -276,7 +287,6 @@ void csifs_help_print(const char *prog)
            "  events_ring=N          events kept for replay (default 1024)\n"
            "  max_instances=N        instances per plugin (default 10000)\n"
            "  nosync                 commit without fsync (benchmarks only)\n"
-           "  log_level=LEVEL        debug, info (default), warning or err\n"
            "  http=[ADDR:]PORT       serve /metrics and /healthz over HTTP (ADDR default\n"
            "                         127.0.0.1; off by default)\n"
            "  cluster=URL            publish to etcd (http(s)://host:port; once per endpoint)\n"
@@ -287,7 +297,9 @@ void csifs_help_print(const char *prog)
            "  cluster_cert=FILE      client certificate (PEM), with cluster_key=FILE\n"
            "  kubelet_dir=DIR        register csi-node plugins with the kubelet there\n"
            "                         (/var/lib/kubelet/plugins_registry; off by default)\n"
-           "DUR is N (seconds), Nms, Ns or Nm. A SOURCE (as mount(8) gives) is ignored,\n"
+           "  log_level=LEVEL        debug, info (default), notice, warning or err\n"
+           "  log_file=PATH          also append the log to PATH (time-stamped)\n"
+           "DUR is N (seconds), Nms, Ns, Nm or Nh. A SOURCE (as mount(8) gives) is ignored,\n"
            "and so are defaults, noauto, nofail, _netdev, x-* and comment=. Other -o\n"
            "options go to FUSE.\n",
            prog);

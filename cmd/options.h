@@ -26,6 +26,7 @@ struct csifs_opts {
     char *http;                      /* -o http=[ADDR:]PORT, or NULL (http/) */
     struct cl_opts cluster;          /* cluster=, cluster_* (cluster/opts.h) */
     char *kubelet_dir;               /* -o kubelet_dir=DIR, absolute, or NULL (kubelet/) */
+    char *log_file;                  /* absolute, or NULL */
     struct fuse_args fuse;
 };
 

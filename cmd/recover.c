@@ -35,7 +35,7 @@ int csifs_state_recover(const char *state, char *err, size_t errlen)
     char s = proc_state(h.pid);
     if (s && s != 'Z')
         return 0;                    /* alive: store_check says who */
-    reg_log(LOG_WARNING, "%s: lock held by pid %ld, %s: aborting its FUSE connection %u (%s)",
+    csifs_log(LOG_WARNING, "%s: lock held by pid %ld, %s: aborting its FUSE connection %u (%s)",
             state, h.pid, s ? "a zombie" : "dead", h.conn, *h.mount ? h.mount : "no mount");
     /* a zombie still holds its connection, so the id cannot be another's;
      * for a vanished pid, abort only what the mount table confirms */
@@ -45,7 +45,7 @@ int csifs_state_recover(const char *state, char *err, size_t errlen)
                              !strcmp(type, "fuse.csifs") && conn == h.conn);
     int rc = h.conn && ours ? csifs_conn_abort(h.conn) : -ENOENT;
     if (rc < 0)
-        reg_log(LOG_WARNING, "cannot abort FUSE connection %u: %s", h.conn, strerror(-rc));
+        csifs_log(LOG_WARNING, "cannot abort FUSE connection %u: %s", h.conn, strerror(-rc));
     for (int k = 0; k < LOCK_WAIT_MS / 10; k++) {
         if (store_lock_holder(state, &h) != 1)
             return 0;

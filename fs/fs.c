@@ -98,7 +98,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 /* The handlers the fs_q_* entries above hand to the writers (workq.h). Each
  * session runs them through its own copy, fs->commit, which the log of
  * refusals (oplog.h) and the test options (testopt.h) wrap: so a wrapper
- * runs on the thread that runs the handler (reg_why() is thread-local). */
+ * runs on the thread that runs the handler (csifs_why() is thread-local). */
 static const struct fuse_lowlevel_ops fs_commit_ops = {
     .setattr = fs_op_setattr,
     .mkdir = fs_op_mkdir,

@@ -80,7 +80,7 @@ static void *notifier(void *arg)
     struct fs_inval *v = fs->inval;
     int rc = share_fd ? 0 : private_fd(fs);
     if (rc < 0)
-        reg_log(LOG_WARNING, "notifier: no private /dev/fuse clone (%s): a kill may wedge "
+        csifs_log(LOG_WARNING, "notifier: no private /dev/fuse clone (%s): a kill may wedge "
                 "the mount", strerror(-rc));
     pthread_mutex_lock(&v->mu);
     for (;;) {

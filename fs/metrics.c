@@ -26,7 +26,7 @@ struct m_inst {
 
 struct snap {
     struct cnt c;
-    struct cnt_hist commit, probe[REG_NTYPES];
+    struct cnt_hist commit, probe[REG_NTYPES], cluster_publish;
     struct m_plugin *p;
     size_t np, pcap;
     struct m_inst *i;
@@ -58,6 +58,11 @@ static int on_begin(void *arg)
     s->c.events = cnt_get(&cnt.events);
     s->c.events_lost = cnt_get(&cnt.events_lost);
     cnt_hist_read(&cnt.store_commit, &s->commit);
+    s->c.cluster_on = cnt_get(&cnt.cluster_on);
+    s->c.cluster_up = cnt_get(&cnt.cluster_up);
+    s->c.cluster_publish_ok = cnt_get(&cnt.cluster_publish_ok);
+    s->c.cluster_publish_error = cnt_get(&cnt.cluster_publish_error);
+    cnt_hist_read(&cnt.cluster_publish, &s->cluster_publish);
     for (int t = 0; t < REG_NTYPES; t++)
         cnt_hist_read(&cnt.probe[t], &s->probe[t]);
     return 0;
@@ -210,6 +215,22 @@ static void counters(struct fs_buf *b, struct fs *fs, const struct snap *s)
                       __atomic_load_n(&fs->req_by_op[k], __ATOMIC_RELAXED));
 }
 
+/* DESIGN 11's cluster families, with cluster= only. */
+static void cluster(struct fs_buf *b, const struct snap *s)
+{
+    if (!s->c.cluster_on)
+        return;
+    family(b, "csifs_cluster_up", "gauge", "1 while publishing to etcd (connected).");
+    fs_buf_printf(b, "csifs_cluster_up %" PRIu64 "\n", s->c.cluster_up);
+    family(b, "csifs_cluster_publish_total", "counter", "Plugin keys written, by result.");
+    fs_buf_printf(b, "csifs_cluster_publish_total{result=\"ok\"} %" PRIu64 "\n"
+                  "csifs_cluster_publish_total{result=\"error\"} %" PRIu64 "\n",
+                  s->c.cluster_publish_ok, s->c.cluster_publish_error);
+    family(b, "csifs_cluster_publish_seconds", "histogram",
+           "From a local change to its commit in etcd.");
+    histogram(b, "csifs_cluster_publish_seconds", "", &s->cluster_publish);
+}
+
 /* The text into b (DESIGN 11); 0 or -errno (b->err on a full buffer). */
 static int build(struct fs *fs, struct fs_buf *b)
 {
@@ -223,6 +244,7 @@ static int build(struct fs *fs, struct fs_buf *b)
         fs_buf_printf(b, "csifs_start_time_seconds %" PRId64 "\n", fs->mount_ns / 1000000000);
         tree(b, &s);
         counters(b, fs, &s);
+        cluster(b, &s);
         plugins(b, &s);
         rc = b->err;
     }

@@ -3,6 +3,7 @@
 #include "fs/node.h"
 #include "base/log.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static struct fuse_lowlevel_ops orig;
@@ -26,15 +27,57 @@ static const char *node_path(fuse_req_t req, fuse_ino_t ino, char *buf)
     return buf;
 }
 
-/* The handler replies before it returns; its thread's reg_why() then says
+/* The caller of req as the registry's mutations record it (reg_caller_set):
+ * uid and pid from the FUSE request, comm from /proc when the log wants it. */
+static struct reg_caller set_caller(fuse_req_t req)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct reg_caller c = { .uid = ctx->uid, .pid = ctx->pid };
+    char path[40];
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)ctx->pid);
+    FILE *f = csifs_log_on(LOG_INFO) && ctx->pid > 0 ? fopen(path, "re") : NULL;
+    if (f) {
+        if (!fgets(c.comm, sizeof(c.comm), f))
+            c.comm[0] = '\0';
+        c.comm[strcspn(c.comm, "\n")] = '\0';
+        fclose(f);
+    }
+    reg_caller_set(&c);
+    return c;
+}
+
+/* " by uid U pid P (comm)", or "" for a change nobody asked for (a probe). */
+static const char *by(const struct reg_caller *w, char *buf, size_t cap)
+{
+    if (!w->pid)
+        return "";
+    int n = snprintf(buf, cap, " by uid %u pid %d", (unsigned)w->uid, (int)w->pid);
+    if (*w->comm && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " (%s)", w->comm);
+    return buf;
+}
+
+/* A refusal's level: a full store is an operator's problem (warning), the
+ * rest the caller's (info). */
+static int refusal_prio(const char *why)
+{
+    return !strcmp(why, REG_WHY_STORE_FULL) ? LOG_WARNING : LOG_INFO;
+}
+
+/* The handler replies before it returns; its thread's csifs_why() then says
  * why a validation refused it. The path is taken before: it may go. */
-#define WRAPPED(call, fmt, ...)                                           \
-    do {                                                                  \
-        reg_why_clear();                                                  \
-        call;                                                             \
-        if (*reg_why())                                                   \
-            reg_log(LOG_INFO, fmt ": %s", __VA_ARGS__, reg_why());        \
-        reg_why_clear();                                                  \
+#define WRAPPED(call, fmt, ...)                                                   \
+    do {                                                                          \
+        char who_[96];                                                            \
+        csifs_why_clear();                                                          \
+        struct reg_caller w_ = set_caller(req);                                   \
+        call;                                                                     \
+        reg_caller_set(NULL);                                                     \
+        if (*csifs_why()) {                                                         \
+            csifs_log(refusal_prio(csifs_why()), "refused: " fmt "%s: %s", __VA_ARGS__, \
+                    by(&w_, who_, sizeof(who_)), csifs_why());                      \
+        }                                                                         \
+        csifs_why_clear();                                                          \
     } while (0)
 
 static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -44,11 +87,28 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     WRAPPED(orig.mkdir(req, parent, name, mode), "mkdir %s/%s", dir, name);
 }
 
+static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    char dir[PATH_CAP];
+    node_path(req, parent, dir);
+    WRAPPED(orig.rmdir(req, parent, name), "rmdir %s/%s", dir, name);
+}
+
+static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    char dir[PATH_CAP];
+    node_path(req, parent, dir);
+    WRAPPED(orig.unlink(req, parent, name), "unlink %s/%s", dir, name);
+}
+
+/* A symlink under another name in an instance dir is `ln -sfn`'s pending
+ * link (DESIGN 5): its refusal is the socket's, logged under that name. */
 static void w_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
     char dir[PATH_CAP];
     node_path(req, parent, dir);
-    WRAPPED(orig.symlink(req, target, parent, name), "symlink %s/%s -> %s", dir, name, target);
+    WRAPPED(orig.symlink(req, target, parent, name), "socket %s -> %s", dir, target);
+    (void)name;
 }
 
 static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -56,8 +116,11 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
 {
     char dir[PATH_CAP];
     node_path(req, parent, dir);
-    WRAPPED(orig.rename(req, parent, name, newparent, newname, flags), "rename %s/%s to %s", dir,
-            name, newname);
+    if (!strcmp(newname, "socket"))   /* ln -sfn's last step */
+        WRAPPED(orig.rename(req, parent, name, newparent, newname, flags), "socket %s", dir);
+    else
+        WRAPPED(orig.rename(req, parent, name, newparent, newname, flags), "rename %s/%s to %s",
+                dir, name, newname);
 }
 
 static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -68,10 +131,21 @@ static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
     WRAPPED(orig.write(req, ino, buf, size, off, fi), "write %s", path);
 }
 
+static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                      struct fuse_file_info *fi)
+{
+    char path[PATH_CAP];
+    node_path(req, ino, path);
+    WRAPPED(orig.setattr(req, ino, attr, to_set, fi), "setattr %s", path);
+}
+
 void fs_oplog_wrap(struct fuse_lowlevel_ops *ops)
 {
     orig = *ops;
     ops->mkdir = w_mkdir;
+    ops->rmdir = w_rmdir;
+    ops->unlink = w_unlink;
+    ops->setattr = w_setattr;
     ops->symlink = w_symlink;
     ops->rename = w_rename;
     ops->write = w_write;
@@ -79,35 +153,52 @@ void fs_oplog_wrap(struct fuse_lowlevel_ops *ops)
 
 /* ---- registry changes ---- */
 
+static const char *const health_names[] = { "unknown", "healthy", "unhealthy" };
+static const char *const outcome_names[] = { "ok", "not_ready", "error" };
+/* A health change's level (DESIGN 9): losing health warns, gaining it is
+ * notable, the rest (unknown: a socket set, not yet probed) is info. */
+static const int health_prio[] = { LOG_INFO, LOG_NOTICE, LOG_WARNING };
+
 static void on_change(const struct reg_change *c, void *arg)
 {
     struct reg *reg = arg;
     const char *type = reg_type_names[c->type];
-    char v[512] = "", r[256] = "";
+    char v[512] = "", w[96];
+    const char *who = by(&c->who, w, sizeof(w));
     switch (c->kind) {
-    case REG_C_PLUGIN_ADD: reg_log(LOG_INFO, "registered %s/%s", type, c->plugin_name); break;
-    case REG_C_PLUGIN_DEL: reg_log(LOG_INFO, "deregistered %s/%s", type, c->plugin_name); break;
+    case REG_C_PLUGIN_ADD:
+        csifs_log(LOG_INFO, "registered %s/%s%s", type, c->plugin_name, who);
+        break;
+    case REG_C_PLUGIN_DEL:
+        csifs_log(LOG_INFO, "deregistered %s/%s%s", type, c->plugin_name, who);
+        break;
     case REG_C_INST_ADD:
-        reg_log(LOG_INFO, "registered %s/%s/%s", type, c->plugin_name, c->alloc_name);
+        csifs_log(LOG_INFO, "registered %s/%s/%s%s", type, c->plugin_name, c->alloc_name, who);
         break;
     case REG_C_INST_DEL:
-        reg_log(LOG_INFO, "deregistered %s/%s/%s", type, c->plugin_name, c->alloc_name);
+        csifs_log(LOG_INFO, "deregistered %s/%s/%s%s", type, c->plugin_name, c->alloc_name, who);
         break;
     case REG_C_SOCKET:
         if (reg_socket_get(reg, c->inst, v, sizeof(v)) < 0)
             strcpy(v, "(cleared)");
-        reg_log(LOG_INFO, "%s/%s/%s: socket %s", type, c->plugin_name, c->alloc_name, v);
+        csifs_log(LOG_INFO, "%s/%s/%s: socket %s%s", type, c->plugin_name, c->alloc_name, v, who);
+        break;
+    case REG_C_ATTR:
+        csifs_log(LOG_INFO, "%s/%s/%s: %s written%s", type, c->plugin_name, c->alloc_name,
+                reg_attrs[c->attr].name, who);
         break;
     case REG_C_HEALTH:
-        reg_attr_show(reg, c->inst, REG_A_HEALTH, v, sizeof(v));
-        reg_attr_show(reg, c->inst, REG_A_REASON, r, sizeof(r));
-        v[strcspn(v, "\n")] = r[strcspn(r, "\n")] = '\0';
-        reg_log(LOG_INFO, "%s/%s/%s: health %s (%s)", type, c->plugin_name, c->alloc_name, v, r);
+        csifs_log(health_prio[c->health], "%s/%s/%s: health %s (%s) ready %d", type,
+                c->plugin_name, c->alloc_name, health_names[c->health], c->reason, c->ready);
+        break;
+    case REG_C_HISTORY:
+        csifs_log(LOG_DEBUG, "%s/%s/%s: probe %s in %.3f ms (%s)", type, c->plugin_name,
+                c->alloc_name, outcome_names[c->outcome], c->latency_us / 1000.0, c->reason);
         break;
     case REG_C_CURRENT:
         if (reg_current_get(reg, c->plugin, v, sizeof(v)) < 0)
             strcpy(v, "(none)");
-        reg_log(LOG_INFO, "%s/%s: current %s", type, c->plugin_name, v);
+        csifs_log(LOG_NOTICE, "%s/%s: current %s%s", type, c->plugin_name, v, who);
         break;
     default:
         break;

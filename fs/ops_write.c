@@ -34,11 +34,11 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static int check_target(const char *target)
 {
     if (target[0] != '/')
-        return reg_why_set("socket target must be an absolute path"), -EINVAL;
+        return csifs_why_set("socket target must be an absolute path"), -EINVAL;
     if (reg_value_check(target, strlen(target)) < 0)
         return -EINVAL;
     if (strlen(target) > REG_SOCKET_MAX)
-        return reg_why_set("socket target over 107 bytes (a unix socket address)"), -ENAMETOOLONG;
+        return csifs_why_set("socket target over 107 bytes (a unix socket address)"), -ENAMETOOLONG;
     return 0;
 }
 

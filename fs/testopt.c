@@ -24,7 +24,7 @@ static void hold_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
         orig.mkdir(req, parent, name, mode);
         return;
     }
-    reg_log(LOG_WARNING, "debug_hold: holding mkdir %s (never answered)", name);
+    csifs_log(LOG_WARNING, "debug_hold: holding mkdir %s (never answered)", name);
     if (topt.hold_inval)
         fs_inval_entry(fuse_req_userdata(req), parent, name);
     /* req is never answered nor freed: the test kills the process */

@@ -198,7 +198,7 @@ static void on_log(void *cls, const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof(line), fmt, ap);
     line[strcspn(line, "\n")] = '\0';
-    reg_log(LOG_WARNING, "http: %s", line);
+    csifs_log(LOG_WARNING, "http: %s", line);
 }
 
 int http_start(struct http **out, const struct http_opts *o)

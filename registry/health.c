@@ -106,7 +106,10 @@ static void apply_probe(struct reg *reg, struct mut *m)
     }
     health_hist_add(reg, i, c->p, &c->next, &c->spare);
     i->plugin->probes[c->p->outcome]++;
-    mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL, 0);
+    struct reg_change *hc = mut_emit(reg, m, REG_C_HISTORY, &i->o, NULL, NULL, NULL, 0);
+    hc->outcome = c->next.probe_outcome;
+    hc->latency_us = i->hist[(i->hist_head + i->nhist - 1) % REG_HISTORY].latency_us;
+    snprintf(hc->reason, sizeof(hc->reason), "%.199s", c->next.probe_reason);
     if (c->p->fp)
         i->pid = c->p->pid;
     if (c->fp_changed) {

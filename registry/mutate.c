@@ -2,6 +2,7 @@
  * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
 #include "base/counters.h"
+#include "base/log.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -49,7 +50,10 @@ int mut_check_room(struct reg *reg, uint64_t est)
     uint64_t room;
     if (be->room(be->ctx, &room) == 0)
         reg->room = room;
-    return reg->pend_bytes + est > reg->room ? -ENOSPC : 0;
+    if (reg->pend_bytes + est <= reg->room)
+        return 0;
+    csifs_why_set(REG_WHY_STORE_FULL);
+    return -ENOSPC;
 }
 
 static size_t len0(const char *s)
@@ -340,8 +344,19 @@ static void lead(struct reg *reg, struct mut *self)
         pthread_cond_signal(&reg->qhead->cv);
 }
 
+static _Thread_local struct reg_caller caller;
+
+void reg_caller_set(const struct reg_caller *c)
+{
+    if (c)
+        caller = *c;
+    else
+        memset(&caller, 0, sizeof(caller));
+}
+
 int mut_submit(struct reg *reg, struct mut *m)
 {
+    m->who = caller;
     size_t links = reg->pend_links + (m->add ? 1 : 0);
     int rc = 0;
     if (links && (ht_full(&reg->seqs, links) || ht_full(&reg->names, links))) {
@@ -427,6 +442,7 @@ struct reg_change *mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind
     c->plugin = p->seq;
     strcpy(c->plugin_name, p->name);
     c->attr = attr;
+    c->who = m->who;
     if (i) {
         c->inst = o->seq;
         strcpy(c->alloc_name, o->name);
@@ -500,7 +516,10 @@ void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
     i->health_ver++;
     struct ev_kv kv[] = { { "state", reg_health_names[h] }, { "ready", ready ? "1" : "0" },
                           { NULL, NULL } };
-    mut_emit(reg, m, REG_C_HEALTH, &i->o, "health", kv, reason, 0);
+    struct reg_change *c = mut_emit(reg, m, REG_C_HEALTH, &i->o, "health", kv, reason, 0);
+    c->health = h;                   /* the change itself, for the log */
+    c->ready = ready;
+    snprintf(c->reason, sizeof(c->reason), "%s", reason);
 }
 
 static const char *or_empty(const char *s)

@@ -53,6 +53,7 @@ struct mut {
     struct store_rec rec;            /* obj's record, when first in its txn */
     /* The plugin whose current this mutation moves, found at validation
      * (mut_plan_current): its record, with the new current, joins the txn. */
+    struct reg_caller who;           /* the caller's, at submit */
     struct plugin *cur_p;
     uint64_t cur_to;
     struct store_rec cur_rec;

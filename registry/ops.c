@@ -5,6 +5,7 @@
 #include "registry/mutate.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,7 @@ int reg_value_check(const char *v, size_t len)
     for (size_t k = 0; k < len; k++) {
         unsigned char c = (unsigned char)v[k];
         if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return reg_why_set("control characters are not allowed"), -EINVAL;
+            return csifs_why_set("control characters are not allowed"), -EINVAL;
     }
     return 0;
 }
@@ -154,8 +155,13 @@ int reg_instance_register(struct reg *reg, enum reg_type type, const char *plugi
         rc = -ENOENT;
     else if (mut_find_inst(reg, p, alloc))
         rc = -EEXIST;
-    else if (p->w_count >= reg->opts.max_instances)
+    else if (p->w_count >= reg->opts.max_instances) {
+        static _Thread_local char why[80];
+        snprintf(why, sizeof(why), "max_instances (%u) reached for this plugin",
+                 reg->opts.max_instances);
+        csifs_why_set(why);
         rc = -ENOSPC;
+    }
     else if ((rc = mut_check_room(reg, MUT_EST_REC)) == 0 &&
              (!(i = (struct inst *)new_obj(reg, sizeof(*i), REG_K_INSTANCE, type, alloc)) ||
               !(i->reason = strdup("no socket set"))))
@@ -270,7 +276,7 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
         target = NULL;
     size_t len = target ? strlen(target) : 0;
     if (target && target[0] != '/')
-        return reg_why_set("socket target must be an absolute path"), -EINVAL;
+        return csifs_why_set("socket target must be an absolute path"), -EINVAL;
     if (target && reg_value_check(target, len) < 0)
         return -EINVAL;
     if (len > REG_SOCKET_MAX)
@@ -343,7 +349,7 @@ int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
     if (len && value[len - 1] == '\n')
         len--;
     if (len > REG_VALUE_MAX)
-        reg_why_set("value over 4096 bytes");
+        csifs_why_set("value over 4096 bytes");
     if (len > REG_VALUE_MAX || reg_value_check(value, len) < 0)
         return -EINVAL;
     /* Both writable attributes are paths (DESIGN 5): absolute or empty. */

@@ -25,7 +25,7 @@ int reg_type_parse(const char *name)
 int reg_name_check(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
-    reg_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
+    csifs_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
     if (n < 1 || n > REG_NAME_MAX || name[0] == '.' || !strcmp(name, "current"))
         return -EINVAL;
     for (size_t k = 0; k < n; k++) {
@@ -34,7 +34,7 @@ int reg_name_check(const char *name)
               c == '.' || c == '_' || c == '-'))
             return -EINVAL;
     }
-    reg_why_clear();
+    csifs_why_clear();
     return 0;
 }
 
@@ -408,4 +408,16 @@ ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap)
     ssize_t n = copy_out(p && p->shown ? p->shown->o.name : NULL, buf, cap);
     pthread_rwlock_unlock(&reg->lock);
     return n;
+}
+
+void reg_count(struct reg *reg, unsigned long *plugins, unsigned long *instances)
+{
+    *plugins = *instances = 0;
+    pthread_rwlock_rdlock(&reg->lock);
+    for (int t = 0; t < REG_NTYPES; t++)
+        for (struct obj *o = reg->types[t]; o; o = o->next) {
+            ++*plugins;
+            *instances += model_as_plugin(o)->count;
+        }
+    pthread_rwlock_unlock(&reg->lock);
 }

@@ -181,6 +181,13 @@ ssize_t reg_attr_show(struct reg *reg, uint64_t inst, enum reg_attr attr,
 ssize_t reg_socket_get(struct reg *reg, uint64_t inst, char *buf, size_t cap);
 ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap);
 
+/* csifs_why() of an addition refused because the state store is full (the
+ * reserve of DESIGN 7 is kept for removals). */
+#define REG_WHY_STORE_FULL "the state store is full (disk or map)"
+
+/* How many plugins and instances the registry holds now. */
+void reg_count(struct reg *reg, unsigned long *plugins, unsigned long *instances);
+
 /* The events ring (read it with events.h). */
 struct ev_ring *reg_events(struct reg *reg);
 
@@ -190,6 +197,17 @@ enum reg_change_kind {
     REG_C_SOCKET, REG_C_ATTR, REG_C_HEALTH, REG_C_FINGERPRINT, REG_C_CURRENT,
     REG_C_HISTORY                   /* a probe was recorded (no event line) */
 };
+/* Who asked for a change: the FUSE request's caller (fs/oplog.c sets it
+ * for its thread around each mutating handler). pid 0: nobody (the
+ * prober's probes). */
+struct reg_caller {
+    uint32_t uid;
+    int32_t pid;
+    char comm[16];                  /* "" when unknown */
+};
+/* This thread's next mutations are c's (NULL: nobody's). */
+void reg_caller_set(const struct reg_caller *c);
+
 struct reg_change {
     enum reg_change_kind kind;
     enum reg_type type;
@@ -199,6 +217,14 @@ struct reg_change {
     enum reg_attr attr;             /* REG_C_ATTR */
     uint64_t gen;                   /* REG_C_SOCKET: the new generation */
     uint64_t to;                    /* REG_C_CURRENT: the new current (0: none) */
+    struct reg_caller who;          /* whose mutation it came from */
+    /* REG_C_HEALTH: the change itself (health, ready, reason);
+     * REG_C_HISTORY: the probe's outcome (as health), reason, latency */
+    enum reg_health health;
+    enum reg_outcome outcome;
+    bool ready;
+    uint32_t latency_us;
+    char reason[200];
 };
 typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
 /* At most 8 subscribers; called in commit order, after the change is

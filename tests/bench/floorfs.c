@@ -424,6 +424,7 @@ int main(int argc, char **argv)
     char *fargv[] = { argv[0], "-oallow_other,default_permissions,fsname=floorfs,subtype=floorfs" };
     struct fuse_args args = FUSE_ARGS_INIT(2, fargv);
     struct fuse_session *se = fuse_session_new(&args, &o, sizeof(o), NULL);
+    fuse_opt_free_args(&args);
     if (!se || fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, argv[1]) != 0) {
         fprintf(stderr, "floorfs: cannot mount on %s\n", argv[1]);
         return 1;

@@ -73,7 +73,7 @@ static void use(struct store *st)
         return;
     be->room(be->ctx, &room);
     struct store_rec add = { .op = STORE_PUT_PLUGIN,
-                             .u.plugin = { REG_NODE, "fuzz-added", meta.next_seq, 1 } };
+                             .u.plugin = { REG_NODE, "fuzz-added", meta.next_seq, 1, 0 } };
     struct store_txn t = { { meta.next_seq + 1, meta.ev_reserved }, &add };
     if (be->commit(be->ctx, &t) != 0)
         return;

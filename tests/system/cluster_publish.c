@@ -112,6 +112,12 @@ Test(cluster_publish, a_healthy_plugin_and_its_changes_are_published)
     WAIT_KEY(key, "instances 1\n", 5000);
     cr_assert_eq(tf_sh(&H1.t, "rmdir csi-node/ebs/b && rmdir csi-node/ebs"), 0);
     WAIT_KEY(key, NULL, 3000);
+    /* DESIGN 11's cluster families, valid for promtool */
+    cr_assert_eq(tf_sh(&H1.t, "grep -qx 'csifs_cluster_up 1' metrics && "
+                       "grep -q '^csifs_cluster_publish_total{result=\"ok\"} [1-9]' metrics && "
+                       "grep -q '^csifs_cluster_publish_seconds_count [1-9]' metrics && "
+                       "promtool check metrics < metrics >/dev/null 2>&1"), 0,
+                 "metrics: %s", tf_cat(&H1.t, "metrics"));
 }
 
 Test(cluster_publish, sigterm_removes_the_keys_at_once_sigkill_within_the_ttl)

@@ -67,7 +67,9 @@ static void *worker(void *arg)
 
 struct check {
     uint64_t last;
-    uint64_t newest_ready;
+    uint64_t newest_ready, newest_healthy;  /* newest_healthy: ready and healthy */
+    uint64_t current;
+    bool current_ready;              /* current is a ready instance of the plugin */
     int n;
 };
 
@@ -79,6 +81,10 @@ static int check_inst(const struct reg_node *n, void *arg)
     c->last = n->seq;
     if (n->ready && !c->newest_ready)
         c->newest_ready = n->seq;
+    if (n->ready && n->health == REG_HEALTHY && !c->newest_healthy)
+        c->newest_healthy = n->seq;
+    if (n->seq == c->current)
+        c->current_ready = n->ready;
     c->n++;
     return 0;
 }
@@ -86,11 +92,21 @@ static int check_inst(const struct reg_node *n, void *arg)
 static int check_plugin(const struct reg_node *p, void *arg)
 {
     (void)arg;
-    struct check c = { 0 };
+    struct check c = { .current = p->current };
     cr_assert_eq(reg_list(reg, p->type, p->seq, 0, check_inst, &c), 0);
     cr_assert_eq(c.n, (int)p->count);
-    cr_assert_eq(p->current, c.newest_ready, "%s current %llu, newest ready %llu", p->plugin,
-                 (unsigned long long)p->current, (unsigned long long)c.newest_ready);
+    /* DESIGN 2: the newest ready instance that is healthy; when none is, it
+     * stays on a ready one; with no ready instance, none */
+    if (c.newest_healthy)
+        cr_assert_eq(p->current, c.newest_healthy, "%s current %llu, newest healthy %llu",
+                     p->plugin, (unsigned long long)p->current,
+                     (unsigned long long)c.newest_healthy);
+    else if (c.newest_ready)
+        cr_assert(c.current_ready, "%s current %llu is not a ready instance", p->plugin,
+                  (unsigned long long)p->current);
+    else
+        cr_assert_eq(p->current, 0, "%s current %llu with no ready instance", p->plugin,
+                     (unsigned long long)p->current);
     return 0;
 }
 

@@ -1,0 +1,100 @@
+/* The log an operator reads (issue 24; DESIGN section 9): levels, the
+ * caller of each mutation, the change's own state, the start-up summary,
+ * refusals with their cause, -o log_file= stamped with time and level. A
+ * csifs process, real plugins; bounds are liveness deadlines. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/integration/prober_util.h"
+
+PU_SUITE(oplog, "oplog", 120)
+
+static char logf[512];
+
+/* The log holds a line matching the extended regex re: a liveness bound. */
+struct lw {
+    const char *re;
+};
+static bool log_has(void *arg)
+{
+    const struct lw *w = arg;
+    return tf_sh(&t, "grep -Eq -- '%s' '%s'", w->re, logf) == 0;
+}
+#define LOG_HAS(re)                                                                 \
+    do {                                                                            \
+        struct lw w_ = { re };                                                      \
+        cr_assert(tu_wait_for(log_has, &w_, 3000), "no log line /%s/", re);         \
+    } while (0)
+
+#define TS "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z "
+
+Test(oplog, levels_callers_states_summary_and_refusals)
+{
+    pu_use(&t);
+    char opts[1024];
+    /* tf_spawn makes t.dir; the log goes to a file of ours beside it */
+    snprintf(logf, sizeof(logf), "%s/csifs-oplog-%d.log", P_tmpdir, (int)getpid());
+    unlink(logf);
+    snprintf(opts, sizeof(opts), "heartbeat=30s,probe_timeout=1s,health_timeout=3s,"
+             "log_level=debug,max_instances=1,log_file=%s", logf);
+    spawn(opts);
+    LOG_HAS(TS "info restored 0 plugins, 0 instances from .* in [0-9]+ ms$");
+    struct tp_proc pa;
+    PLUGIN(&pa, pu_sock("a.sock"), "--type", "node", "--node-id", "na");
+    pu_reg("csi-node/p/a", pu_sock("a.sock"));
+    WAIT_CAT("csi-node/p/a/health", "healthy", 3000);
+    /* registrations and socket: info, with the caller (uid, pid, comm) */
+    LOG_HAS(TS "info registered csi-node/p/a by uid [0-9]+ pid [0-9]+ \\(mkdir\\)$");
+    LOG_HAS(TS "info csi-node/p/a: socket .*/a.sock by uid [0-9]+ pid [0-9]+ \\(ln\\)$");
+    /* the change's own state, not the state at logging time */
+    LOG_HAS(TS "info csi-node/p/a: health unknown \\(not yet probed\\) ready 0$");
+    LOG_HAS(TS "notice csi-node/p/a: health healthy \\(ok\\) ready 1$");
+    LOG_HAS(TS "notice csi-node/p: current a$");
+    LOG_HAS(TS "debug csi-node/p/a: probe ok in [0-9.]+ ms \\(ok\\)$");
+    cr_assert_geq(tp_kill(&pa), 0);
+    LOG_HAS(TS "warning csi-node/p/a: health unhealthy \\(connect: Connection refused\\) "
+               "ready 1$");
+    /* refusals with their cause: max_instances in its own words, at info */
+    cr_assert_neq(tf_sh(&t, "mkdir csi-node/p/b 2>/dev/null"), 0);
+    LOG_HAS(TS "info refused: mkdir csi-node/p/b by uid [0-9]+ pid [0-9]+ \\(mkdir\\): "
+               "max_instances \\(1\\) reached for this plugin$");
+    /* ln -sfn refused: logged as the socket, not under ln's temporary name */
+    cr_assert_neq(tf_sh(&t, "ln -sfn relative/x.sock csi-node/p/a/socket 2>/dev/null"), 0);
+    LOG_HAS(TS "info refused: socket csi-node/p/a -> relative/x.sock by uid [0-9]+ pid "
+               "[0-9]+ \\(ln\\): socket target must be an absolute path$");
+    cr_assert_neq(tf_sh(&t, "grep -q 'Cu[A-Za-z0-9]\\{6\\}' '%s'", logf), 0,
+                  "ln's temporary name in the log");
+    /* rmdir: the caller of the deregistration */
+    cr_assert_eq(tf_sh(&t, "rmdir csi-node/p/a"), 0);
+    LOG_HAS(TS "info deregistered csi-node/p/a by uid [0-9]+ pid [0-9]+ \\(rmdir\\)$");
+    LOG_HAS(TS "notice csi-node/p: current \\(none\\) by uid [0-9]+ pid [0-9]+ \\(rmdir\\)$");
+    /* a restart summarizes what it restored */
+    tf_halt(&t);
+    pu_spawn("oplog", opts);
+    LOG_HAS(TS "info restored 1 plugins, 0 instances from .* in [0-9]+ ms$");
+    unlink(logf);
+}
+
+Test(oplog, log_level_warning_keeps_only_warnings)
+{
+    pu_use(&t);
+    char opts[1024];
+    snprintf(logf, sizeof(logf), "%s/csifs-oplog-w-%d.log", P_tmpdir, (int)getpid());
+    unlink(logf);
+    snprintf(opts, sizeof(opts), "heartbeat=30s,probe_timeout=1s,log_level=warning,"
+             "log_file=%s", logf);
+    spawn(opts);
+    struct tp_proc pa;
+    PLUGIN(&pa, pu_sock("a.sock"), "--type", "node", "--node-id", "na");
+    pu_reg("csi-node/p/a", pu_sock("a.sock"));
+    WAIT_CAT("csi-node/p/a/health", "healthy", 3000);
+    cr_assert_geq(tp_kill(&pa), 0);
+    LOG_HAS(TS "warning csi-node/p/a: health unhealthy ");
+    cr_assert_neq(tf_sh(&t, "grep -Ev '^[^ ]+ (warning|err) ' '%s'", logf), 0,
+                  "lines below warning at log_level=warning");
+    unlink(logf);
+}
