@@ -1,6 +1,7 @@
 /* The table of csi-node plugins and their registration (see kubelet.h):
- * the registry subscriber marks plugins, the worker brings each to what
- * the registry says, the cq thread reports the kubelet's verdicts. */
+ * the registry subscriber marks plugins, the worker (worker.c) brings each
+ * to what the registry says, the cq thread (server.c) reports the
+ * kubelet's verdicts. */
 #include "kubelet/internal.h"
 #include "base/log.h"
 
@@ -8,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-/* The entry of plugin, or NULL; with k->mu held. */
-static struct kentry *find(struct kubelet *k, const char *plugin)
+struct kentry *kub_find(struct kubelet *k, const char *plugin)
 {
     for (size_t i = 0; i < k->n; i++)
         if (!strcmp(k->e[i].plugin, plugin))
@@ -19,15 +22,14 @@ static struct kentry *find(struct kubelet *k, const char *plugin)
     return NULL;
 }
 
-/* Mark plugin for the worker (adding its entry); with k->mu held. */
-static void mark(struct kubelet *k, const char *plugin)
+void kub_mark(struct kubelet *k, const char *plugin)
 {
-    struct kentry *e = find(k, plugin);
+    struct kentry *e = kub_find(k, plugin);
     if (!e && k->n == k->cap) {
         size_t cap = k->cap ? k->cap * 2 : 16;
         struct kentry *ne = realloc(k->e, cap * sizeof(*ne));
         if (!ne) {
-            reg_log(LOG_ERR, "kubelet: out of memory: csi-node/%s not followed", plugin);
+            csifs_log(LOG_ERR, "kubelet: out of memory: csi-node/%s not followed", plugin);
             return;
         }
         k->e = ne;
@@ -39,9 +41,12 @@ static void mark(struct kubelet *k, const char *plugin)
         snprintf(e->plugin, sizeof(e->plugin), "%s", plugin);
     }
     e->dirty = k->any_dirty = true;
-    pthread_cond_signal(&k->cv);
+    uint64_t one = 1;                /* an eventfd write does not wait */
+    if (write(k->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        csifs_log(LOG_ERR, "kubelet: cannot wake the worker: %s", strerror(errno));
 }
 
+/* A registry change: what may change a plugin's registration. */
 static void on_change(const struct reg_change *c, void *arg)
 {
     struct kubelet *k = arg;
@@ -49,135 +54,58 @@ static void on_change(const struct reg_change *c, void *arg)
                                 c->kind != REG_C_PLUGIN_DEL))
         return;
     pthread_mutex_lock(&k->mu);
-    mark(k, c->plugin_name);
+    kub_mark(k, c->plugin_name);
     pthread_mutex_unlock(&k->mu);
 }
 
-/* A `kubelet` event: state the first word of the verdict, the rest as the
- * reason. No lock held (ev_publish may wait for the registry's publisher). */
-static void emit(struct kubelet *k, const char *plugin, const char *verdict)
+void kub_report(struct kubelet *k, const char *plugin, const char *verdict)
 {
+    bool bad = !strncmp(verdict, "error", 5) || !strncmp(verdict, "conflict", 8);
+    csifs_log(bad ? LOG_WARNING : LOG_INFO, "kubelet: csi-node/%s: %s", plugin,
+              *verdict ? verdict : "unregistered");
     char path[REG_NAME_MAX + 16], state[32];
     snprintf(path, sizeof(path), "csi-node/%s", plugin);
     size_t n = strcspn(verdict, ":");
     snprintf(state, sizeof(state), "%.*s", (int)n, *verdict ? verdict : "unregistered");
-    const char *reason = verdict[n] == ':' ? verdict + n + 2 : NULL;
+    const char *reason = verdict[n] == ':' ? verdict + n + 1 + (verdict[n + 1] == ' ') : NULL;
     struct ev_kv kv[] = { { "state", state }, { NULL, NULL } };
     struct ev_ring *r = reg_events(k->reg);
     int64_t seq = ev_append(r, "kubelet", path, kv, reason);
-    if (seq > 0)
+    if (seq > 0)                     /* waits for earlier publishers: no lock held */
         ev_publish(r, (uint64_t)seq, (uint64_t)seq + 1);
 }
 
 void kub_verdict(struct ksrv *s, bool registered, const char *error)
 {
     struct kubelet *k = s->k;
-    char v[sizeof(((struct kentry *)0)->state)];
+    char v[KUB_STATE_MAX];
     snprintf(v, sizeof(v), registered ? "registered" : "error: %s",
              *error ? error : "the kubelet did not register it");
+    v[strcspn(v, "\n")] = '\0';      /* one line, as the file says */
     pthread_mutex_lock(&k->mu);
-    struct kentry *e = find(k, s->plugin);
-    bool ours = e && e->srv == s;
+    struct kentry *e = kub_find(k, s->plugin);
+    bool ours = e && e->srv == s && strcmp(e->state, v);
     if (ours)
         snprintf(e->state, sizeof(e->state), "%s", v);
     pthread_mutex_unlock(&k->mu);
-    if (ours) {
-        reg_log(registered ? LOG_INFO : LOG_WARNING, "kubelet: csi-node/%s: %s", s->plugin, v);
-        emit(k, s->plugin, v);
-    }
+    if (ours)
+        kub_report(k, s->plugin, v);
 }
 
-/* The provider of plugin's current, "" when it has none. No lock held. */
-static void wanted(struct kubelet *k, const char *plugin, char *prov, size_t cap)
+void kub_server_gone(struct kubelet *k)
 {
-    struct reg_node p;
-    prov[0] = '\0';
-    if (reg_plugin_lookup(k->reg, REG_NODE, plugin, &p) < 0 || !p.current ||
-        reg_attr_show(k->reg, p.current, REG_A_PROVIDER, prov, cap) < 0)
-        prov[0] = '\0';
-    prov[strcspn(prov, "\n")] = '\0';
-}
-
-/* Bring e to provider prov (k->mu held): close, refuse or open its server;
- * its new verdict in e->state. */
-static void apply(struct kubelet *k, struct kentry *e, const char *prov)
-{
-    if (e->srv && strcmp(e->srv->provider, prov)) {
-        for (size_t i = 0; i < k->n; i++)   /* a loser of a conflict may take it now */
-            if (&k->e[i] != e && !strcmp(k->e[i].provider, e->srv->provider))
-                mark(k, k->e[i].plugin);
-        ks_close(e->srv);
-        e->srv = NULL;
-    }
-    snprintf(e->provider, sizeof(e->provider), "%s", prov);
-    if (!*prov) {
-        e->state[0] = '\0';
-        return;
-    }
-    if (e->srv)
-        return;
-    char path[4400];
-    int len = snprintf(path, sizeof(path), "%s/%s-reg.sock", k->dir, prov);
-    struct kentry *holder = NULL;
-    for (size_t i = 0; i < k->n && !holder; i++)
-        if (k->e[i].srv && !strcmp(k->e[i].srv->provider, prov))
-            holder = &k->e[i];
-    int rc = 0;
-    if (strchr(prov, '/') || prov[0] == '.')
-        snprintf(e->state, sizeof(e->state), "error: provider name not usable as a file name");
-    else if (len > REG_SOCKET_MAX)
-        snprintf(e->state, sizeof(e->state), "error: socket path over 107 bytes");
-    else if (holder)
-        snprintf(e->state, sizeof(e->state), "conflict: %s is registered by csi-node/%s", prov,
-                 holder->plugin);
-    else if ((rc = ks_open(k, &e->srv, e->plugin, prov, path)) < 0)
-        snprintf(e->state, sizeof(e->state), "error: cannot serve the socket: %s", strerror(-rc));
-    else
-        snprintf(e->state, sizeof(e->state), "waiting");
-}
-
-static void *worker(void *arg)
-{
-    struct kubelet *k = arg;
     pthread_mutex_lock(&k->mu);
-    while (!k->stop) {
-        if (!k->any_dirty) {
-            pthread_cond_wait(&k->cv, &k->mu);
-            continue;
-        }
-        k->any_dirty = false;
-        for (size_t i = 0; i < k->n && !k->stop; i++) {
-            if (!k->e[i].dirty)
-                continue;
-            k->e[i].dirty = false;
-            char plugin[REG_NAME_MAX + 1], prov[KUB_PROVIDER_MAX + 1];
-            snprintf(plugin, sizeof(plugin), "%s", k->e[i].plugin);
-            pthread_mutex_unlock(&k->mu);
-            wanted(k, plugin, prov, sizeof(prov));
-            pthread_mutex_lock(&k->mu);
-            struct kentry *e = find(k, plugin);
-            if (!e)
-                continue;
-            char before[sizeof(e->state)];
-            snprintf(before, sizeof(before), "%s", e->state);
-            apply(k, e, prov);
-            if (!strcmp(before, e->state))
-                continue;
-            char now[sizeof(e->state)];
-            snprintf(now, sizeof(now), "%s", e->state);
-            pthread_mutex_unlock(&k->mu);
-            reg_log(LOG_INFO, "kubelet: csi-node/%s: %s", plugin, *now ? now : "unregistered");
-            emit(k, plugin, now);
-            pthread_mutex_lock(&k->mu);
-        }
-    }
+    if (--k->live == 0)
+        pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    return NULL;
 }
 
 static int mark_listed(const struct reg_node *n, void *arg)
 {
-    mark(arg, n->plugin);
+    struct kubelet *k = arg;
+    pthread_mutex_lock(&k->mu);
+    kub_mark(k, n->plugin);
+    pthread_mutex_unlock(&k->mu);
     return 0;
 }
 
@@ -200,19 +128,23 @@ int kubelet_start(struct kubelet **out, const struct kubelet_opts *o, char *err,
     snprintf(k->mnt, sizeof(k->mnt), "%s", o->mountpoint);
     k->reg = o->reg;
     pthread_mutex_init(&k->mu, NULL);
-    pthread_cond_init(&k->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&k->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    k->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int rc = k->efd < 0 ? errno : 0;
     grpc_init();
     k->cq = grpc_completion_queue_create_for_next(NULL);
-    int rc = pthread_create(&k->cq_thread, NULL, ks_cq_main, k);
-    k->have_cq = rc == 0;
     if (rc == 0)
-        k->have_worker = (rc = pthread_create(&k->worker, NULL, worker, k)) == 0;
+        k->have_cq = (rc = pthread_create(&k->cq_thread, NULL, ks_cq_main, k)) == 0;
     if (rc == 0)
         rc = -reg_subscribe(k->reg, on_change, k);
-    pthread_mutex_lock(&k->mu);
-    if (rc == 0)
+    if (rc == 0)                     /* what is there now; the subscriber the rest */
         rc = -reg_list(k->reg, REG_NODE, 0, 0, mark_listed, k);
-    pthread_mutex_unlock(&k->mu);
+    if (rc == 0)
+        k->have_worker = (rc = pthread_create(&k->worker, NULL, kub_worker, k)) == 0;
     if (rc) {
         snprintf(err, errlen, "kubelet: cannot start: %s", strerror(rc));
         kubelet_stop(k);
@@ -228,18 +160,32 @@ void kubelet_stop(struct kubelet *k)
         return;
     pthread_mutex_lock(&k->mu);
     k->stop = true;
-    pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    if (k->have_worker)
+    uint64_t one = 1;
+    if (k->efd >= 0 && write(k->efd, &one, sizeof(one)) < 0)
+        csifs_log(LOG_ERR, "kubelet: cannot wake the worker: %s", strerror(errno));
+    if (k->have_worker)              /* it alone made servers; it closed them */
         pthread_join(k->worker, NULL);
-    for (size_t i = 0; i < k->n; i++)   /* the worker is gone: no lock needed */
-        if (k->e[i].srv)
-            ks_close(k->e[i].srv);
-    grpc_completion_queue_shutdown(k->cq);   /* after every server's shutdown tag */
+    /* The queue may shut down only when no server can post on it. */
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += 10;
+    int rc = 0;
+    pthread_mutex_lock(&k->mu);
+    while (k->live > 0 && rc == 0)
+        rc = pthread_cond_timedwait(&k->cv, &k->mu, &dl);
+    pthread_mutex_unlock(&k->mu);
+    if (rc) {                        /* leaked rather than crashed */
+        csifs_log(LOG_ERR, "kubelet: a registration server did not stop within 10 s");
+        return;
+    }
+    grpc_completion_queue_shutdown(k->cq);
     if (k->have_cq)
         pthread_join(k->cq_thread, NULL);
     grpc_completion_queue_destroy(k->cq);
     grpc_shutdown();
+    if (k->efd >= 0)
+        close(k->efd);
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
     free(k->e);
@@ -252,8 +198,26 @@ ssize_t kubelet_show(struct kubelet *k, enum reg_type type, const char *plugin, 
     if (type != REG_NODE)
         return -ENOENT;
     pthread_mutex_lock(&k->mu);
-    struct kentry *e = find(k, plugin);
+    struct kentry *e = kub_find(k, plugin);
     ssize_t n = snprintf(buf, cap, "%s\n", e && *e->state ? e->state : "unregistered");
+    pthread_mutex_unlock(&k->mu);
+    return n;
+}
+
+size_t kubelet_listen_fds(struct kubelet *k, struct kubelet_fd *out, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&k->mu);
+    for (size_t i = 0; i < k->n; i++) {
+        struct ksrv *s = k->e[i].srv;
+        if (!s)
+            continue;
+        if (n < cap) {
+            out[n].fd = s->lfd;
+            snprintf(out[n].path, sizeof(out[n].path), "%s", s->path);
+        }
+        n++;
+    }
     pthread_mutex_unlock(&k->mu);
     return n;
 }

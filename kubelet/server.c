@@ -1,11 +1,13 @@
 /* The registration servers: one gRPC core server per socket, all on one
- * completion queue served by one thread (see kubelet.h). */
+ * completion queue served by one thread (see kubelet.h). The socket is
+ * ours (sock.c): each accepted connection is handed to the server. */
 #include "kubelet/internal.h"
 #include "base/log.h"
 #include "proto/pluginregistration.pb-c.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
@@ -13,8 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
-
 
 /* One call, from request to its last batch. */
 struct kcall {
@@ -162,8 +164,8 @@ static void on_new(struct kcall *c, bool ok)
         call_free(c);
         return;
     }
-    if (post(c->s) < 0)
-        reg_log(LOG_WARNING, "kubelet: %s: cannot wait for the next call", c->s->path);
+    if (!__atomic_load_n(&c->s->closing, __ATOMIC_ACQUIRE) && post(c->s) < 0)
+        csifs_log(LOG_WARNING, "kubelet: %s: cannot wait for the next call", c->s->path);
     grpc_op op;
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_MESSAGE;
@@ -197,6 +199,7 @@ void *ks_cq_main(void *arg)
             struct ksrv *s = t->p;
             grpc_server_destroy(s->srv);
             srv_unref(s);
+            kub_server_gone(k);
             break;
         }
         }
@@ -205,39 +208,33 @@ void *ks_cq_main(void *arg)
 }
 
 int ks_open(struct kubelet *k, struct ksrv **out, const char *plugin, const char *provider,
-            const char *path)
+            const char *path, int lfd, ino_t ino)
 {
     struct ksrv *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
     s->k = k;
     s->refs = 1;
+    s->lfd = lfd;
+    s->ino = ino;
     s->t_shutdown = (struct ktag){ T_SHUTDOWN, s };
     snprintf(s->path, sizeof(s->path), "%s", path);
     snprintf(s->plugin, sizeof(s->plugin), "%s", plugin);
     snprintf(s->provider, sizeof(s->provider), "%s", provider);
     snprintf(s->endpoint, sizeof(s->endpoint), "%s/csi-node/%s/current/socket", k->mnt, plugin);
-    char dot[4200], addr[4300];
-    snprintf(dot, sizeof(dot), "%s/.csifs-%llu-reg.sock", k->dir,
-             (unsigned long long)__atomic_add_fetch(&k->gen, 1, __ATOMIC_RELAXED));
-    snprintf(addr, sizeof(addr), "unix:%s", dot);
-    unlink(dot);
     s->srv = grpc_server_create(NULL, NULL);
-    grpc_server_register_completion_queue(s->srv, k->cq, NULL);
-    grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
-    int port = grpc_server_add_http2_port(s->srv, addr, cr);
-    grpc_server_credentials_release(cr);
-    if (!port) {
-        grpc_server_destroy(s->srv);
+    if (!s->srv) {
         free(s);
-        return -EADDRNOTAVAIL;
+        return -ENOMEM;
     }
+    grpc_server_register_completion_queue(s->srv, k->cq, NULL);
     grpc_server_start(s->srv);
+    pthread_mutex_lock(&k->mu);
+    k->live++;
+    pthread_mutex_unlock(&k->mu);
     int rc = post(s);
-    if (rc == 0 && rename(dot, s->path) < 0)
-        rc = -errno;
     if (rc < 0) {
-        unlink(dot);
+        s->lfd = -1;                 /* the caller's still */
         ks_close(s);
         return rc;
     }
@@ -245,9 +242,28 @@ int ks_open(struct kubelet *k, struct ksrv **out, const char *plugin, const char
     return 0;
 }
 
+void ks_accept(struct ksrv *s)
+{
+    for (int i = 0; i < 64; i++) {   /* the rest at the next poll */
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                csifs_log(LOG_WARNING, "kubelet: %s: accept: %s", s->path, strerror(errno));
+            return;
+        }
+        grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
+        grpc_server_add_channel_from_fd(s->srv, fd, cr);   /* owns fd now */
+        grpc_server_credentials_release(cr);
+    }
+}
+
 void ks_close(struct ksrv *s)
 {
-    unlink(s->path);
+    __atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);   /* the cq thread may free it */
+    __atomic_store_n(&s->closing, true, __ATOMIC_RELEASE);
+    if (s->lfd >= 0)
+        ks_unlisten(s->path, s->lfd, s->ino);   /* the kubelet deregisters */
     grpc_server_shutdown_and_notify(s->srv, s->k->cq, &s->t_shutdown);
     grpc_server_cancel_all_calls(s->srv);
+    srv_unref(s);
 }

@@ -1,5 +1,6 @@
 /* -o kubelet_dir= (DESIGN 14) against tests/tools/fake-kubelet, which does
- * what the kubelet's plugin watcher and CSI handler do. */
+ * what the kubelet's plugin watcher and CSI handler do. A system suite
+ * (make test only): it starts a fake kubelet and plugins per test. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -9,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,7 +122,7 @@ static void spawn(void)
     cr_assert_eq(tf_spawn(&t, &o), 0);
 }
 
-static void plugin(struct tp_proc *p, const char *sock, const char *name, const char *node)
+static void plugin_start(struct tp_proc *p, const char *sock, const char *name, const char *node)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/%s", t.dir, sock);
@@ -132,6 +135,21 @@ static void reg(const char *plugin_alloc, const char *sock)
 {
     cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/%s && ln -s %s/%s csi-node/%s/socket",
                        plugin_alloc, t.dir, sock, plugin_alloc), 0);
+}
+
+/* csi-plugin-hook prestart of csi-node/<plugin>/<alloc>: its socket is
+ * <dir>/sk/<alloc>/csi.sock; then the plugin on it. */
+static void hook_plugin(struct tp_proc *p, const char *plugin, const char *alloc,
+                        const char *name, const char *node)
+{
+    char cwd[512];                   /* tests run from the source tree */
+    cr_assert(getcwd(cwd, sizeof(cwd)));
+    cr_assert_eq(tf_sh(&t, "CSIFS_MOUNT=$MNT CSIFS_SOCKET_ROOT=%s/sk sh %s/scripts/csi-plugin-hook "
+                       "prestart --type node --plugin %s --alloc %s >/dev/null", t.dir, cwd,
+                       plugin, alloc), 0);
+    char sock[64];
+    snprintf(sock, sizeof(sock), "sk/%s/csi.sock", alloc);
+    plugin_start(p, sock, name, node);
 }
 
 struct want {
@@ -183,8 +201,7 @@ Test(kubelet, register_roll_deregister)
     fk_start(NULL);
     cr_assert(fk_saw("WATCHING", 5000));
     struct tp_proc p1, p2;
-    plugin(&p1, "a1.sock", "drv.test", "node-1");
-    reg("p/a1", "a1.sock");
+    hook_plugin(&p1, "p", "a1", "drv.test", "node-1");
     cr_assert(fk_saw("REGISTERED drv.test\n", 10000), "%s", fk.log);
     char line[1024];
     snprintf(line, sizeof(line), "GETINFO drv.test-reg.sock type=CSIPlugin name=drv.test "
@@ -200,8 +217,7 @@ Test(kubelet, register_roll_deregister)
     cr_assert_eq(stat(sock, &st1), 0);
     cr_assert(S_ISSOCK(st1.st_mode));
     /* rolling update: a2 becomes current */
-    plugin(&p2, "a2.sock", "drv.test", "node-2");
-    reg("p/a2", "a2.sock");
+    hook_plugin(&p2, "p", "a2", "drv.test", "node-2");
     cr_assert(tu_wait_for(reads, &(struct want){ "csi-node/p/current/nodeid", "node-2" }, 10000));
     cr_assert(dprintf(fk.in, "nodeinfo drv.test\n") > 0);
     cr_assert(fk_saw("NODEGETINFO drv.test node_id=node-2\n", 10000), "%s", fk.log);
@@ -209,6 +225,7 @@ Test(kubelet, register_roll_deregister)
     cr_assert_eq(st1.st_ino, st2.st_ino, "the registration socket was made again");
     cr_assert_eq(count(fk.log, "GETINFO drv.test-reg.sock"), 1, "%s", fk.log);
     cr_assert_eq(count(fk.log, "DEREGISTERED"), 0, "%s", fk.log);
+    cr_assert_null(strstr(fk.log, " ."), "a dot-name reached the kubelet: %s", fk.log);
     /* the last instance goes: deregistered */
     cr_assert_eq(tf_sh(&t, "rmdir csi-node/p/a1 csi-node/p/a2"), 0);
     cr_assert(fk_saw("DEREGISTERED drv.test\n", 10000), "%s", fk.log);
@@ -221,10 +238,10 @@ Test(kubelet, provider_conflict)
 {
     spawn();
     struct tp_proc p1, p2;
-    plugin(&p1, "a.sock", "drv.test", "n");
+    plugin_start(&p1, "a.sock", "drv.test", "n");
     reg("p/a", "a.sock");
     WAIT_FILE("csi-node/p/kubelet", "waiting", 10000);
-    plugin(&p2, "b.sock", "drv.test", "n");
+    plugin_start(&p2, "b.sock", "drv.test", "n");
     reg("q/b", "b.sock");
     WAIT_FILE("csi-node/q/kubelet", "conflict: drv.test is registered by csi-node/p", 10000);
     cr_assert(strstr(events(), " kubelet csi-node/q state=conflict reason=drv.test is "
@@ -242,7 +259,7 @@ Test(kubelet, the_kubelets_error)
     spawn();
     fk_start("driver name drv.test already registered at version 1.0.0");
     struct tp_proc p1;
-    plugin(&p1, "a.sock", "drv.test", "n");
+    plugin_start(&p1, "a.sock", "drv.test", "n");
     reg("p/a", "a.sock");
     cr_assert(fk_saw("NOTIFY drv.test registered=0\n", 10000), "%s", fk.log);
     WAIT_FILE("csi-node/p/kubelet",
@@ -258,10 +275,14 @@ Test(kubelet, restart_registers_again)
     spawn();
     fk_start(NULL);
     struct tp_proc p1;
-    plugin(&p1, "a.sock", "drv.test", "n");
+    plugin_start(&p1, "a.sock", "drv.test", "n");
     reg("p/a", "a.sock");
     cr_assert(fk_saw("REGISTERED drv.test\n", 10000), "%s", fk.log);
-    tf_kill(&t, false);
+    cr_assert_eq(kill(t.pid, SIGTERM), 0);   /* a clean stop, exit 0 */
+    int st = 0;
+    cr_assert_eq(waitpid(t.pid, &st, 0), t.pid);
+    t.pid = 0;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "csifs ended with status %#x", st);
     cr_assert(fk_saw("DEREGISTERED drv.test\n", 10000), "%s", fk.log);
     spawn();
     cr_assert(tu_wait_for(reads, &(struct want){ "csi-node/p/kubelet", "registered" }, 15000),
@@ -287,13 +308,44 @@ Test(kubelet, unusable_provider_names)
         snprintf(sock, sizeof(sock), "s%d.sock", k);
         snprintf(plug, sizeof(plug), "p%d", k);
         snprintf(pa, sizeof(pa), "%s/a", plug);
-        plugin(&p[k], sock, rows[k].name, "n");
+        plugin_start(&p[k], sock, rows[k].name, "n");
         reg(pa, sock);
         char rel[64];
         snprintf(rel, sizeof(rel), "csi-node/%s/kubelet", plug);
         WAIT_FILE(rel, rows[k].says, 10000);
     }
     cr_assert_eq(dir_entries(), 0);
+    /* no instance may hide behind the file */
+    cr_assert_neq(tf_sh(&t, "mkdir csi-node/p0/kubelet 2>/dev/null"), 0);
+    cr_assert_eq(tf_sh(&t, "test -f csi-node/p0/kubelet"), 0);
     cr_assert_eq(tf_sh(&t, "test ! -e %s/../etc && test ! -e %s/.hidden-reg.sock", regdir,
                        regdir), 0);
+}
+
+/* A socket another process serves (a node-driver-registrar left in the
+ * pod) is never taken over: refused, said why, the other's socket intact. */
+Test(kubelet, a_live_socket_is_not_taken_over)
+{
+    spawn();
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    cr_assert_lt(strlen(regdir), sizeof(a.sun_path) - 20);
+    memcpy(a.sun_path, regdir, strlen(regdir));
+    strcat(a.sun_path, "/drv.test-reg.sock");
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s", strerror(errno));
+    cr_assert_eq(listen(fd, 8), 0);
+    struct stat st1, st2;
+    cr_assert_eq(stat(a.sun_path, &st1), 0);
+    struct tp_proc p1;
+    plugin_start(&p1, "a.sock", "drv.test", "n");
+    reg("p/a", "a.sock");
+    char says[700];
+    snprintf(says, sizeof(says), "error: %s is served by another process (a "
+             "node-driver-registrar?)", a.sun_path);
+    WAIT_FILE("csi-node/p/kubelet", says, 10000);
+    cr_assert_eq(stat(a.sun_path, &st2), 0);
+    cr_assert_eq(st1.st_ino, st2.st_ino);
+    cr_assert_eq(dir_entries(), 1);
+    close(fd);
 }
