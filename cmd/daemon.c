@@ -295,6 +295,7 @@ static int state_usable(const char *state, char *err, size_t errlen)
     snprintf(p, sizeof(p), "%s", state);
     struct stat st;
     int e = 0;
+    *err = '\0';
     if (stat(p, &st) < 0) {          /* store_open makes the last component only */
         char *slash = strrchr(p, '/');
         e = errno;
@@ -303,11 +304,14 @@ static int state_usable(const char *state, char *err, size_t errlen)
             e = stat(p, &st) < 0 ? errno : 0;
         }
     }
+    if (e == ENOENT && strcmp(p, state))
+        snprintf(err, errlen, "state=%.400s: its parent directory %.400s does not exist "
+                 "(csifs creates the state directory, not its parents)", state, p);
     if (!e && !S_ISDIR(st.st_mode))
         e = ENOTDIR;
     if (!e && access(p, W_OK | X_OK) < 0)
         e = errno;
-    if (e)
+    if (e && !*err)
         snprintf(err, errlen, "%.900s: %s", p, strerror(e));
     return -e;
 }
@@ -336,10 +340,11 @@ int csifs_daemon_run(struct csifs_opts *o)
                           .on_init = on_init, .on_init_arg = &r };
     /* the FUSE options first: nothing is touched before they are known */
     if (fs_session(&r.fs, &fo) < 0) {
-        csifs_log(LOG_ERR, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
+        csifs_log(LOG_WARNING, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
         return 2;
     }
-    int rc = csifs_state_recover(o->state, err, sizeof(err));
+    /* no FUSE fd is handed to csifs yet (DESIGN 13 will: then true) */
+    int rc = csifs_state_recover(o->state, o->mountpoint, false, err, sizeof(err));
     if (rc == 0)
         rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */
     if (rc == 0)
@@ -347,7 +352,7 @@ int csifs_daemon_run(struct csifs_opts *o)
     if (rc == 0)
         rc = csifs_mountpoint_prepare(o->mountpoint, err, sizeof(err));
     if (rc == 0 && o->http && (rc = http_listen(o->http, &r.http_fd, err, sizeof(err))) < 0) {
-        csifs_log(LOG_ERR, "%s", err);
+        csifs_log(LOG_WARNING, "%s", err);   /* a refused start */
         fs_destroy(r.fs);
         return rc == -EINVAL ? 2 : 1;
     }
@@ -356,7 +361,7 @@ int csifs_daemon_run(struct csifs_opts *o)
                  *fuse_last ? fuse_last : strerror(-rc));
     fuse_quiet = false;
     if (rc < 0) {
-        csifs_log(LOG_ERR, "%s", err);
+        csifs_log(LOG_WARNING, "%s", err);   /* a refused start */
         fs_destroy(r.fs);
         return 1;
     }

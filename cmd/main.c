@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     else if (rc == 0)
         rc = csifs_daemon_run(&o);
     else
-        csifs_log(LOG_ERR, "%s (see --help)", err);
+        csifs_log(LOG_WARNING, "%s (see --help)", err);   /* a refused start */
     csifs_opts_free(&o);
     return rc == 0 ? 0 : rc > 0 ? rc : 2;
 }

@@ -3,10 +3,12 @@
 #include "base/defaults.h"
 #include "base/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libmount.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +42,7 @@ int csifs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn)
     return rc < 0 ? (rc == -1 ? -EIO : rc) : rc;
 }
 
-/* statfs(path) in a child: 0 answered, -ENOTCONN dead, -ETIMEDOUT no
- * answer within PROBE_MS, or another negative errno. */
-static int probe(const char *path)
+int csifs_mount_probe(const char *path)
 {
     pid_t pid = fork();
     if (pid < 0)
@@ -94,9 +94,12 @@ int csifs_mountpoint_prepare(const char *mnt, char *err, size_t errlen)
     for (int k = 0; k < 16 && (rc = csifs_mount_find(mnt, type, sizeof(type), &conn)) == 1; k++) {
         if (strncmp(type, "fuse", 4))
             break;                   /* not FUSE: a plain lookup is safe */
-        int p = probe(mnt);
-        if (p == 0 && !strcmp(type, "fuse.csifs"))
-            return FAIL(-EBUSY, "%s: a live csifs is mounted there", mnt);
+        int p = csifs_mount_probe(mnt);
+        if (p == 0 && !strcmp(type, "fuse.csifs")) {
+            long pid = csifs_conn_holder(conn);
+            return pid > 0 ? FAIL(-EBUSY, "%s: a live csifs is mounted there (pid %ld)", mnt, pid)
+                           : FAIL(-EBUSY, "%s: a live csifs is mounted there", mnt);
+        }
         if (p == 0)
             break;
         if (p == -ETIMEDOUT)
@@ -155,4 +158,48 @@ int csifs_conn_abort(unsigned conn)
     int rc = write(fd, "1", 1) == 1 ? 0 : -errno;
     close(fd);
     return rc;
+}
+
+/* Does fd of pid hold FUSE connection conn? fdinfo of /dev/fuse says
+ * "fuse_connection:\t<id>" (Linux 6.x). */
+static bool holds(const char *pid, const char *fd, unsigned conn)
+{
+    char path[600], line[128];
+    snprintf(path, sizeof(path), "/proc/%s/fd/%s", pid, fd);
+    ssize_t n = readlink(path, line, sizeof(line) - 1);
+    if (n != 9 || memcmp(line, "/dev/fuse", 9))
+        return false;
+    snprintf(path, sizeof(path), "/proc/%s/fdinfo/%s", pid, fd);
+    FILE *f = fopen(path, "re");
+    unsigned c = 0;
+    bool found = false;
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = sscanf(line, "fuse_connection: %u", &c) == 1;
+    if (f)
+        fclose(f);
+    return found && c == conn;
+}
+
+long csifs_conn_holder(unsigned conn)
+{
+    DIR *proc = opendir("/proc");
+    if (!proc)
+        return -errno;
+    long found = 0, self = (long)getpid();
+    struct dirent *p;
+    while (!found && (p = readdir(proc))) {
+        char path[300];
+        long pid = strtol(p->d_name, NULL, 10);
+        if (pid <= 0 || pid == self)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/fd", p->d_name);
+        DIR *fds = opendir(path);
+        struct dirent *d;
+        while (fds && !found && (d = readdir(fds)))
+            found = d->d_name[0] != '.' && holds(p->d_name, d->d_name, conn) ? pid : 0;
+        if (fds)
+            closedir(fds);
+    }
+    closedir(proc);
+    return found;
 }

@@ -14,8 +14,18 @@
  * point, or a negative errno. */
 int csifs_mount_find(const char *path, char *fstype, size_t cap, unsigned *conn);
 
+/* statfs(path) in a forked child: 0 answered, -ENOTCONN dead, -ETIMEDOUT
+ * no answer within 2 s, or another negative errno. */
+int csifs_mount_probe(const char *path);
+
+/* A process other than this one holding FUSE connection conn open (its
+ * /dev/fuse fdinfo names the connection, Linux 6.x): its pid, 0 when none
+ * is found (or the kernel does not say), or a negative errno. */
+long csifs_conn_holder(unsigned conn);
+
 /* Ready MOUNTPOINT for a mount: a dead csifs's stale mount (ENOTCONN) is
- * lazily unmounted; refused with a message in err: a live csifs (-EBUSY), a
+ * lazily unmounted; refused with a message in err: a live csifs (-EBUSY,
+ * naming its pid when known), a
  * FUSE mount that does not answer (-EBUSY), not a directory (-ENOTDIR); a
  * missing directory is created (its parents too). */
 int csifs_mountpoint_prepare(const char *mnt, char *err, size_t errlen);

@@ -65,6 +65,24 @@ static const struct fuse_opt spec[] = {
     FUSE_OPT_END
 };
 
+/* A csifs option in the wrong form (`state`, `heartbeat` without a value,
+ * `nosync=1`): ours to refuse in our words, not FUSE's "unknown option". */
+static int misformed(const char *arg, char *err, size_t errlen)
+{
+    size_t n = strcspn(arg, "=");
+    for (const struct fuse_opt *s = spec; s->templ; s++) {
+        size_t m = strcspn(s->templ, "=");
+        if (s->templ[0] == '-' || m != n || strncmp(arg, s->templ, n))
+            continue;
+        if (s->templ[m])
+            snprintf(err, errlen, "option %.*s needs a value (%.*s=...)", (int)n, arg, (int)n, arg);
+        else
+            snprintf(err, errlen, "option %.*s takes no value", (int)n, arg);
+        return -1;
+    }
+    return 0;
+}
+
 static int on_opt(void *data, const char *arg, int key, struct fuse_args *out)
 {
     (void)out;
@@ -87,6 +105,8 @@ static int on_opt(void *data, const char *arg, int key, struct fuse_args *out)
             return 0;
     if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
         return 0;
+    if (misformed(arg, r->err, sizeof(r->err)) < 0)
+        return -1;
     int c = cl_opts_take(r->cluster, arg, r->err, sizeof(r->err));
     if (c)
         return c < 0 ? -1 : 0;

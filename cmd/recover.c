@@ -27,10 +27,42 @@ static char proc_state(long pid)
     return st ? st : '?';
 }
 
-int csifs_state_recover(const char *state, char *err, size_t errlen)
+/* The lock is free (h is its last holder's note) but names mnt's
+ * connection, which another process holds (a forked child of the old csifs,
+ * say: a wedge) and which does not answer: abort it, so that
+ * csifs_mountpoint_prepare finds the mount dead (ENOTCONN) and unmounts it.
+ * Never merely because the probe timed out; never another state dir's
+ * mount (its connection is not the one our lock file names). */
+static void recover_held(const struct store_holder *h, const char *mnt, bool fuse_fd_handed)
+{
+    /* With a FUSE fd handed over (a restart without unmount, DESIGN 13) the
+     * connection is ours to take over: this rule must not fire. */
+    if (fuse_fd_handed)
+        return;
+    char type[64];
+    unsigned conn = 0;
+    if (!h->conn || strcmp(h->mount, mnt) ||
+        csifs_mount_find(mnt, type, sizeof(type), &conn) != 1 || strcmp(type, "fuse.csifs") ||
+        conn != h->conn)
+        return;
+    long holder = csifs_conn_holder(conn);
+    if (holder <= 0 || csifs_mount_probe(mnt) != -ETIMEDOUT)
+        return;
+    csifs_log(LOG_WARNING, "%s: the FUSE connection %u of a dead csifs (pid %ld) is held by "
+              "pid %ld and does not answer: aborting it", mnt, conn, h->pid, holder);
+    int rc = csifs_conn_abort(conn);
+    if (rc < 0)
+        csifs_log(LOG_WARNING, "cannot abort FUSE connection %u: %s", conn, strerror(-rc));
+}
+
+int csifs_state_recover(const char *state, const char *mnt, bool fuse_fd_handed, char *err,
+                        size_t errlen)
 {
     struct store_holder h;
-    if (store_lock_holder(state, &h) != 1 || h.pid <= 0)
+    int busy = store_lock_holder(state, &h);
+    if (busy == 0)
+        recover_held(&h, mnt, fuse_fd_handed);
+    if (busy != 1 || h.pid <= 0)
         return 0;                    /* free, no lock file, or not written yet */
     char s = proc_state(h.pid);
     if (s && s != 'Z')

@@ -7,12 +7,18 @@
  * abort the connection it recorded through fusectl, then wait up to a
  * deadline for the lock to be released. 0 when there was nothing to do or
  * the lock is now free; -EBUSY with a message in err when it stays held.
- * A live holder is left alone (store_check then refuses "in use by pid N"). */
+ * A live holder is left alone (store_check then refuses "in use by pid N").
+ * When the lock is free but names mnt's FUSE connection, which another
+ * process holds (a forked child of the dead csifs) and which does not
+ * answer, that connection is aborted too -- unless fuse_fd_handed (a
+ * restart without unmount takes it over instead). */
 #ifndef CSIFS_RECOVER_H
 #define CSIFS_RECOVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-int csifs_state_recover(const char *state, char *err, size_t errlen);
+int csifs_state_recover(const char *state, const char *mnt, bool fuse_fd_handed, char *err,
+                        size_t errlen);
 
 #endif

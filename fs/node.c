@@ -3,6 +3,7 @@
 #include "fs/kinds.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 
@@ -121,6 +122,8 @@ int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct 
     const struct fs_kind_def *d = &fs_kinds[dir->kind];
     if (d->fmt != S_IFDIR)
         return -ENOTDIR;
+    if (strlen(name) > NAME_MAX)     /* the lookup before any mkdir, symlink... */
+        return -ENAMETOOLONG;
     uint64_t seq = dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq;
     for (int k = 0; k < K_NKINDS; k++)
         if (fs_kinds[k].name && fs_kinds[k].parent == dir->kind &&

@@ -60,6 +60,7 @@ struct store_load_cb {
     int (*plugin)(const struct store_plugin *p, void *arg);
     int (*inst)(const struct store_inst *i, void *arg);
     void *arg;
+    int (*reserve)(size_t n, void *arg);   /* optional: n records follow */
 };
 
 /* What the registry needs of a durable store.

@@ -6,6 +6,7 @@
 #include "base/defaults.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,8 @@ int reg_type_parse(const char *name)
 int reg_name_check(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
+    if (n > NAME_MAX)                /* as every Unix filesystem says */
+        return csifs_why_set("name longer than 255 bytes"), -ENAMETOOLONG;
     csifs_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
     if (n < 1 || n > REG_NAME_MAX || name[0] == '.' || !strcmp(name, "current"))
         return -EINVAL;
@@ -45,9 +48,21 @@ static char *dup_or_null(const char *s)
     return s && *s ? strdup(s) : NULL;
 }
 
+/* The load's state: instances come in seq order, mostly a plugin's in a row. */
+struct loading {
+    struct reg *reg;
+    struct plugin *last;
+};
+
+static int load_reserve(size_t n, void *arg)
+{
+    struct loading *ld = arg;
+    return model_reserve(ld->reg, n);
+}
+
 static int load_plugin(const struct store_plugin *sp, void *arg)
 {
-    struct reg *reg = arg;
+    struct reg *reg = ((struct loading *)arg)->reg;
     if ((unsigned)sp->type >= REG_NTYPES || reg_name_check(sp->name) < 0 ||
         model_plugin(reg, sp->type, sp->name))
         return -EINVAL;
@@ -71,10 +86,15 @@ static int load_plugin(const struct store_plugin *sp, void *arg)
 
 static int load_inst(const struct store_inst *si, void *arg)
 {
-    struct reg *reg = arg;
-    struct plugin *p = (unsigned)si->type < REG_NTYPES && si->plugin
+    struct loading *ld = arg;
+    struct reg *reg = ld->reg;
+    struct plugin *p = ld->last;
+    if (!p || p->o.type != si->type || !si->plugin || strcmp(p->o.name, si->plugin))
+        p = ld->last = (unsigned)si->type < REG_NTYPES && si->plugin
                        ? model_plugin(reg, si->type, si->plugin) : NULL;
-    if (!p || reg_name_check(si->alloc) < 0 || model_inst(reg, p, si->alloc))
+    /* No lookup of a twin: the store's check proved every record matches its
+     * key, and keys are unique (store.h). */
+    if (!p || reg_name_check(si->alloc) < 0)
         return -EINVAL;
     struct inst *i = calloc(1, sizeof(*i));
     if (!i)
@@ -176,7 +196,8 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     int rc = 0;
     if (reg->opts.backend) {
         struct store_meta meta = { 1, 1 };
-        struct store_load_cb cb = { load_plugin, load_inst, reg };
+        struct loading ld = { reg, NULL };
+        struct store_load_cb cb = { load_plugin, load_inst, &ld, load_reserve };
         rc = reg->opts.backend->load(reg->opts.backend->ctx, &cb, &meta);
         reg->next_seq = meta.next_seq > reg->next_seq ? meta.next_seq : reg->next_seq;
         /* Seqs below ev_reserved may have been handed out before a crash. */

@@ -54,7 +54,8 @@ extern const char *const reg_type_names[REG_NTYPES];
 extern const char *const reg_health_names[REG_NHEALTH];
 /* Type by directory name, or -ENOENT. */
 int reg_type_parse(const char *name);
-/* 0 if name is a valid plugin/alloc name, else -EINVAL. */
+/* 0 if name is a valid plugin/alloc name, -ENAMETOOLONG over 255 bytes
+ * (NAME_MAX), else -EINVAL. */
 int reg_name_check(const char *name);
 /* 0 if len bytes of v hold no NUL, newline or other control character
  * (0x01-0x1f but tab, 0x7f), else -EINVAL (DESIGN 5). */

@@ -217,6 +217,56 @@ static int store_commit(void *ctx, const struct store_txn *t)
 
 /* ---- load ---- */
 
+/* The load keeps every decoded record until the objects are built, then
+ * drops them all: their memory comes from chunks freed at once. */
+struct arena {
+    struct chunk {
+        struct chunk *next;
+        size_t used, cap;
+        _Alignas(16) unsigned char data[];
+    } *head;                         /* the chunk being filled */
+};
+
+#define ARENA_CHUNK (256u << 10)
+
+static void *arena_alloc(void *arg, size_t size)
+{
+    struct arena *a = arg;
+    struct chunk *c = a->head;
+    size = (size + 15) & ~(size_t)15;
+    if (!c || c->cap - c->used < size) {
+        bool big = size > ARENA_CHUNK / 4;   /* its own chunk, behind the one filled */
+        size_t cap = big ? size : ARENA_CHUNK;
+        if (!(c = malloc(sizeof(*c) + cap)))
+            return NULL;
+        *c = (struct chunk){ .next = a->head, .cap = cap };
+        if (big && a->head) {
+            c->next = a->head->next;
+            a->head->next = c;
+        } else {
+            a->head = c;
+        }
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    return p;
+}
+
+static void arena_free_one(void *data, void *p)
+{
+    (void)data;
+    (void)p;
+}
+
+static void arena_free(struct arena *a)
+{
+    for (struct chunk *c = a->head, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    a->head = NULL;
+}
+
 struct lrec {
     enum store_kind kind;
     uint64_t seq;
@@ -254,11 +304,16 @@ static int cmp_lrec(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* store_open validated every record under the lock it holds (or its caller
+ * did, STORE_CHECKED, before taking it): the load decodes each once more,
+ * without its CRC or checks, into the arena. */
 static int store_load(void *ctx, const struct store_load_cb *cb, struct store_meta *meta)
 {
     struct store *st = ctx;
     struct loader l = { 0 };
-    struct store_scan s = { .rec = load_rec, .arg = &l };
+    struct arena a = { NULL };
+    ProtobufCAllocator pa = { arena_alloc, arena_free_one, &a };
+    struct store_scan s = { .rec = load_rec, .arg = &l, .alloc = &pa, .trusted = true };
     MDB_txn *txn;
     int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0)
@@ -267,6 +322,8 @@ static int store_load(void *ctx, const struct store_load_cb *cb, struct store_me
     mdb_txn_abort(txn);
     if (l.n)
         qsort(l.r, l.n, sizeof(*l.r), cmp_lrec);
+    if (rc == 0 && cb->reserve)
+        rc = cb->reserve(l.n, cb->arg);
     for (size_t k = 0; k < l.n && rc == 0; k++) {
         if (l.r[k].kind == SK_PLUGIN) {
             struct store_plugin p;
@@ -278,8 +335,7 @@ static int store_load(void *ctx, const struct store_load_cb *cb, struct store_me
             rc = cb->inst(&i, cb->arg);
         }
     }
-    for (size_t k = 0; k < l.n; k++)
-        protobuf_c_message_free_unpacked(l.r[k].msg, NULL);
+    arena_free(&a);
     free(l.r);
     /* The decoded records were all alive at once, under the objects built
      * from them: give their pages back (memory_100k). */

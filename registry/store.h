@@ -77,8 +77,9 @@ struct store_holder {
     unsigned conn;                   /* FUSE connection id (minor of st_dev), 0: none */
     char mount[4096];
 };
-/* 1 and *h when dir's lock is held (tested with a shared flock), 0 when
- * free, or a negative errno (-ENOENT: no lock file). */
+/* 1 when dir's lock is held (tested with a shared flock), 0 when free
+ * (*h then names the last holder), or a negative errno (-ENOENT: no lock
+ * file). */
 int store_lock_holder(const char *dir, struct store_holder *h);
 /* CRC-32 (IEEE 802.3, as zlib's crc32): crc 0 to start, chain by passing
  * the previous result. */

@@ -166,6 +166,13 @@ static const ProtobufCMessageDescriptor *kind_desc(enum store_kind kind)
 ProtobufCMessage *store_unpack(const MDB_val *key, const MDB_val *val, enum store_kind kind,
                                char *why, size_t whylen)
 {
+    return store_unpack_with(key, val, kind, NULL, true, why, whylen);
+}
+
+ProtobufCMessage *store_unpack_with(const MDB_val *key, const MDB_val *val,
+                                    enum store_kind kind, ProtobufCAllocator *a, bool crc,
+                                    char *why, size_t whylen)
+{
     const unsigned char *v = val->mv_data;
     if (val->mv_size < STORE_HDR || v[0] != STORE_HDR_FORMAT || v[2] || v[3]) {
         snprintf(why, whylen, "has no valid record header");
@@ -173,10 +180,10 @@ ProtobufCMessage *store_unpack(const MDB_val *key, const MDB_val *val, enum stor
     }
     uint32_t stored = (uint32_t)v[4] | (uint32_t)v[5] << 8 | (uint32_t)v[6] << 16 |
                       (uint32_t)v[7] << 24;
-    uint32_t crc = record_crc(key, v, val->mv_size);
-    if (stored != crc) {
+    uint32_t computed = crc ? record_crc(key, v, val->mv_size) : stored;
+    if (stored != computed) {
         snprintf(why, whylen, "fails its checksum (CRC32 stored 0x%08x, computed 0x%08x)",
-                 stored, crc);
+                 stored, computed);
         return NULL;
     }
     const ProtobufCMessageDescriptor *d = kind_desc(kind);
@@ -185,7 +192,7 @@ ProtobufCMessage *store_unpack(const MDB_val *key, const MDB_val *val, enum stor
                  d->short_name);
         return NULL;
     }
-    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, val->mv_size - STORE_HDR,
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, a, val->mv_size - STORE_HDR,
                                                     v + STORE_HDR);
     if (!m)
         snprintf(why, whylen, "does not decode as %s", d->short_name);
@@ -402,14 +409,15 @@ int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
         enum store_kind kind = kind_of(version, &key);
         ProtobufCMessage *m = NULL;
         const char *bad = "is not a key of schema version 2";
-        if (kind && (m = store_unpack(&key, &val, kind, why, sizeof(why))))
-            bad = check_rec(kind, m, &key, s);
+        bool meta = kind == SK_META || kind == SK_V1_META;
+        if (kind && (m = store_unpack_with(&key, &val, kind, s->alloc, !s->trusted || meta,
+                                           why, sizeof(why))))
+            bad = s->trusted && !meta ? NULL : check_rec(kind, m, &key, s);
         else if (kind)
             bad = why;
-        int kept = bad ? -EBADMSG : kind == SK_META || kind == SK_V1_META ? 0
-                                  : s->rec(s->arg, kind, m);
+        int kept = bad ? -EBADMSG : meta ? 0 : s->rec(s->arg, kind, m);
         if (kept <= 0 && m)
-            protobuf_c_message_free_unpacked(m, NULL);
+            protobuf_c_message_free_unpacked(m, s->alloc);
         if (bad || kept < 0) {        /* rec() wrote its own message */
             mdb_cursor_close(c);
             return bad ? store_fail(err, errlen, -EBADMSG, "%s: record \"%s\" %s", file,

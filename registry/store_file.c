@@ -95,9 +95,9 @@ int store_lock_holder(const char *dir, struct store_holder *h)
     if (fd < 0)
         return -errno;
     int busy = flock(fd, LOCK_SH | LOCK_NB) == 0 ? 0 : errno == EWOULDBLOCK ? 1 : -errno;
-    ssize_t n = busy == 1 ? pread(fd, buf, sizeof(buf) - 1, 0) : 0;
+    ssize_t n = busy >= 0 ? pread(fd, buf, sizeof(buf) - 1, 0) : 0;
     close(fd);
-    if (busy <= 0)
+    if (busy < 0)
         return busy;
     buf[n > 0 ? n : 0] = '\0';
     h->pid = strtol(buf, NULL, 10);
@@ -108,5 +108,5 @@ int store_lock_holder(const char *dir, struct store_holder *h)
         snprintf(h->mount, sizeof(h->mount), "%s", m + 7);
         h->mount[strcspn(h->mount, "\n")] = '\0';
     }
-    return 1;
+    return busy;
 }

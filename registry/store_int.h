@@ -56,6 +56,11 @@ int store_put_msg(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind
  * with *why saying what is wrong. */
 ProtobufCMessage *store_unpack(const MDB_val *key, const MDB_val *val, enum store_kind kind,
                                char *why, size_t whylen);
+/* The same with the message's memory from a (NULL: malloc); with !crc the
+ * CRC is not computed (a record validated under the same lock). */
+ProtobufCMessage *store_unpack_with(const MDB_val *key, const MDB_val *val,
+                                    enum store_kind kind, ProtobufCAllocator *a, bool crc,
+                                    char *why, size_t whylen);
 
 /* The schema version: 1 or 2; 0 for an empty database. Refuses (-ENOKEY,
  * -ENOTSUP) a missing version on a non-empty database or an unknown one. */
@@ -69,10 +74,15 @@ void store_version_val(int version, MDB_val *val, char *buf);
  * handed to rec(); the meta record fills meta and sets has_meta. rec returns
  * 1 when it keeps msg (it frees it later), 0 when scan may free it, or a
  * negative errno to stop (having written its own message to err, if any).
- * Refusals as store.h (-EBADMSG, -EUCLEAN). */
+ * Refusals as store.h (-EBADMSG, -EUCLEAN). With `trusted` (the load, after
+ * the whole store was validated under the lock it holds) records are only
+ * decoded: no CRC, no per-record check. `alloc`: the messages' memory (NULL:
+ * malloc). */
 struct store_scan {
     int (*rec)(void *arg, enum store_kind kind, ProtobufCMessage *msg);
     void *arg;
+    ProtobufCAllocator *alloc;
+    bool trusted;
     struct store_meta meta;
     bool has_meta;
 };

@@ -66,7 +66,7 @@ static void use(struct store *st)
 {
     const struct reg_backend *be = store_backend(st);
     struct loaded l = { .any = false };
-    struct store_load_cb cb = { on_plugin, on_inst, &l };
+    struct store_load_cb cb = { on_plugin, on_inst, &l, NULL };
     struct store_meta meta = { 1, 1 };
     uint64_t room;
     if (be->load(be->ctx, &cb, &meta) != 0)

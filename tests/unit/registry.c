@@ -467,6 +467,15 @@ Test(registry, bad_names)
         cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", bad[k]), -EINVAL,
                      "alloc '%s'", bad[k]);
     }
+    /* 255 bytes break the rule (EINVAL); 256 are too long for any name */
+    char n255[256], n256[257];
+    memset(n255, 'c', 255);
+    n255[255] = '\0';
+    memset(n256, 'c', 256);
+    n256[256] = '\0';
+    cr_assert_eq(reg_name_check(n255), -EINVAL);
+    cr_assert_eq(reg_plugin_create(reg, REG_NODE, n256), -ENAMETOOLONG);
+    cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", n256), -ENAMETOOLONG);
     /* every character outside [A-Za-z0-9._-] */
     for (int c = 1; c < 256; c++) {
         char name[4] = { 'x', (char)c, 'y', 0 };
