@@ -70,20 +70,17 @@ static uint8_t *unary(const char *path, const char *method, const ProtobufCMessa
     grpc_metadata_array_init(&tm);
     grpc_status_code st = GRPC_STATUS_UNKNOWN;
     grpc_slice details = grpc_empty_slice();
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &im;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &tm;
-    ops[5].data.recv_status_on_client.status = &st;
-    ops[5].data.recv_status_on_client.status_details = &details;
+    grpc_op ops[] = {
+        { .op = GRPC_OP_SEND_INITIAL_METADATA },
+        { .op = GRPC_OP_SEND_MESSAGE, .data.send_message.send_message = send },
+        { .op = GRPC_OP_SEND_CLOSE_FROM_CLIENT },
+        { .op = GRPC_OP_RECV_INITIAL_METADATA,
+          .data.recv_initial_metadata.recv_initial_metadata = &im },
+        { .op = GRPC_OP_RECV_MESSAGE, .data.recv_message.recv_message = &recv },
+        { .op = GRPC_OP_RECV_STATUS_ON_CLIENT,
+          .data.recv_status_on_client = { .trailing_metadata = &tm, .status = &st,
+                                          .status_details = &details } },
+    };
     uint8_t *out = NULL;
     if (grpc_call_start_batch(call, ops, 6, call, NULL) == GRPC_CALL_OK)
         grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
