@@ -33,7 +33,7 @@ BINDIR   = $(PREFIX)/bin
 MAN8DIR  = $(PREFIX)/share/man/man8
 UNITDIR  = $(PREFIX)/lib/systemd/system
 MANS    := docs/csifs.8 docs/csi-plugin-hook.8
-PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd libmicrohttpd
+PKGS    := fuse3 grpc libprotobuf-c lmdb mount libsystemd libmicrohttpd zlib
 
 # Lazily expanded so that a machine without the -dev packages can still run `make deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
@@ -61,7 +61,7 @@ LIBS        = $(PKG_LIBS) -lpthread
 PROTOS      := $(wildcard proto/*.proto)
 PROTO_C     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H     := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.h)
-LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c http/*.c kubelet/*.c))
+LIB_SRCS    := $(filter-out cmd/main.c,$(wildcard base/*.c registry/*.c csi/*.c fs/*.c cmd/*.c cluster/*.c http/*.c kubelet/*.c takeover/*.c))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 LIB         := $(BUILD)/libcsifs.a
 
@@ -207,7 +207,7 @@ $(BUILD)/csifs-bench: $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o) $(TESTLIB_OBJS) $(LIB)
 
 # The floor of the tree rows (tests/bench/floorfs.c): csifs's receive loop
 # (fs/serve.c), nothing else of csifs.
-$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(LIB)
+$(BUILD)/floorfs: $(BUILD)/obj/tests/bench/floorfs.o $(BUILD)/obj/tests/bench/walk.o $(LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

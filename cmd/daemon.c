@@ -11,6 +11,8 @@
 #include "http/http.h"
 #include "kubelet/kubelet.h"
 #include "registry/store.h"
+#include "takeover/state.h"
+#include "takeover/takeover.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -55,6 +58,9 @@ struct run {
     int report_fd;                   /* write end of the pipe, or -1 */
     int http_fd;                     /* -o http='s listening socket, or -1 */
     bool served;                     /* INIT answered (atomic) */
+    struct tk_fds handed;            /* from the fd store (DESIGN 13), -1 none */
+    struct tk_state state;           /* the state memfd */
+    bool takeover;                   /* serving a handed connection */
 };
 
 /* status 0: serving; else msg is the failure. Only once. */
@@ -139,6 +145,105 @@ static void raise_nofile(void)
     }
 }
 
+/* ---- restart without unmount (DESIGN 13; takeover/) ---- */
+
+/* A fresh connection: hand the fd and the state to the service manager. */
+static void keep_fds(struct run *r)
+{
+    if (r->takeover || !tk_store_present())
+        return;                      /* a handed one is in the store already */
+    int rc = tk_store(fs_fd(r->fs), TK_FD_FUSE);
+    if (rc == 0 && r->state.fd >= 0)
+        rc = tk_store(r->state.fd, TK_FD_STATE);
+    if (rc < 0)
+        csifs_log(LOG_WARNING, "cannot keep the FUSE connection in the fd store: %s (a crash "
+                  "will unmount)", strerror(-rc));
+}
+
+/* Drop what the store holds: a handed fd that is not used, or at a stop. */
+static void drop_fds(void)
+{
+    tk_store_remove(TK_FD_FUSE);
+    tk_store_remove(TK_FD_STATE);
+}
+
+/* Handed fds: keep them when they are this mount point's live connection
+ * and its state; else close them, with a log line, for a fresh mount. */
+static void check_handed(struct run *r)
+{
+    char why[512] = "", type[64];
+    unsigned conn = 0;
+    if (r->handed.fuse < 0) {
+        if (r->handed.state >= 0)
+            close(r->handed.state);
+        r->handed.state = -1;
+        return;
+    }
+    int rc = csifs_mount_find(r->o->mountpoint, type, sizeof(type), &conn);
+    if (rc == 1 && strcmp(type, "fuse.csifs"))
+        conn = 0;
+    rc = tk_fd_check(r->handed.fuse, rc == 1 ? conn : 0, why, sizeof(why));
+    if (rc == 0 && r->handed.state < 0) {
+        snprintf(why, sizeof(why), "no state was handed with connection %u", conn);
+        rc = -ENOENT;
+    }
+    if (rc == 0)
+        rc = tk_state_adopt(&r->state, r->handed.state, why, sizeof(why));
+    r->handed.state = -1;            /* the state's (or closed) now */
+    if (rc == 0) {
+        r->takeover = true;
+        csifs_log(LOG_NOTICE, "%s: taking over FUSE connection %u", r->o->mountpoint, conn);
+        return;
+    }
+    csifs_log(LOG_WARNING, "%s: %s: mounting afresh", r->o->mountpoint, why);
+    close(r->handed.fuse);
+    r->handed.fuse = -1;
+    drop_fds();
+}
+
+#define LOCK_WAIT_MS 5000            /* the predecessor's exit frees csifs.lock */
+
+/* A handed connection: the lock is its predecessor's until it is reaped. */
+static int wait_lock(const char *state, char *err, size_t errlen)
+{
+    struct store_holder h;
+    int64_t end = csifs_mono_ms() + LOCK_WAIT_MS;
+    while (store_lock_holder(state, &h) == 1) {
+        if (csifs_mono_ms() > end) {
+            snprintf(err, errlen, "%s: state dir still locked by pid %ld", state, h.pid);
+            return -EBUSY;
+        }
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* After fs_attach: replay INIT, then tell the kernel what it holds may be
+ * stale, and to send again what the predecessor read and did not answer. */
+static int take_over(struct run *r, char *err, size_t errlen)
+{
+    int fd = fs_fd(r->fs), rc = fs_replay_init(r->fs);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: cannot replay the saved INIT: %s", r->o->mountpoint,
+                 strerror(-rc));
+        return rc;
+    }
+    if ((rc = tk_notify_epoch(fd)) < 0)
+        csifs_log(LOG_WARNING, "FUSE_NOTIFY_INC_EPOCH: %s (cached names may be stale)",
+                  strerror(-rc));
+    unsigned long n = fs_inval_all_current(r->fs);
+    if ((rc = tk_notify_resend(fd)) < 0)
+        csifs_log(LOG_WARNING, "FUSE_NOTIFY_RESEND: %s", strerror(-rc));
+    uint64_t kh[1024];
+    unsigned np = fs_polled(r->fs, kh, sizeof(kh) / sizeof(kh[0]));
+    for (unsigned k = 0; k < np; k++)
+        tk_notify_poll(fd, kh[k]);
+    csifs_log(LOG_INFO, "took over %s: %lu inodes invalidated, %u pollers woken, requests "
+              "in flight sent again", r->o->mountpoint, n, np);
+    return 0;
+}
+
 /* fs_opts.on_init: INIT is answered, and the registry was attached and the
  * prober started before the loop began: the daemon serves. No thread ever
  * makes a request on our own mount: a kill while it waits would wedge it. */
@@ -147,6 +252,7 @@ static void on_init(void *arg)
     struct run *r = arg;
     __atomic_store_n(&r->served, true, __ATOMIC_RELEASE);
     report(r, 0, "");
+    keep_fds(r);
     sd_notify(0, "READY=1");
     csifs_log(LOG_INFO, "serving %s (state %s, pid %ld)", r->o->mountpoint, r->o->state,
             (long)getpid());
@@ -240,6 +346,8 @@ static int serve(struct run *r)
     }
     if (rc == 0 && (rc = fs_oplog_subscribe(reg)) == 0 && (rc = fs_attach(r->fs, reg)) < 0)
         snprintf(err, sizeof(err), "cannot start the notifier: %s", strerror(-rc));
+    if (rc == 0 && r->takeover)
+        rc = take_over(r, err, sizeof(err));
     struct csi_prober_opts po = { .heartbeat_ms = o->heartbeat_ms,
                                   .probe_timeout_ms = o->probe_timeout_ms,
                                   .health_timeout_ms = o->health_timeout_ms, .log = csifs_log };
@@ -264,6 +372,12 @@ static int serve(struct run *r)
         sd_notify(0, "STOPPING=1");
         csifs_log(LOG_INFO, "stopping: unmounting %s", o->mountpoint);
     }
+    /* libfuse does not unmount a /dev/fd/N session: we do; and the store
+     * lets the connection go, or a detached mount would stay connected */
+    if (r->takeover && umount2(o->mountpoint, MNT_DETACH) < 0)
+        csifs_log(LOG_WARNING, "%s: cannot unmount: %s", o->mountpoint, strerror(errno));
+    if (served || r->takeover)
+        drop_fds();
     /* Unmount first: a prober call dialling a socket inside the mount then
      * fails at once instead of waiting for a daemon that no longer serves;
      * and a failed start reports only once nothing is mounted. */
@@ -281,6 +395,7 @@ static int serve(struct run *r)
     cl_pub_free(pub);
     csi_prober_free(pr);
     store_close(st);
+    tk_state_close(&r->state);
     if (served)
         csifs_log(LOG_INFO, "stopped");
     return rc < 0 ? 1 : 0;
@@ -329,7 +444,8 @@ int csifs_daemon_run(struct csifs_opts *o)
     fuse_set_log_func(fuse_log_fn);
     fuse_quiet = true;
     char err[1024] = "";
-    struct run r = { .o = o, .report_fd = -1, .http_fd = -1 };
+    struct run r = { .o = o, .report_fd = -1, .http_fd = -1, .state = { .fd = -1 } };
+    tk_fds_take(&r.handed);          /* before any fd of ours is opened */
     if (csifs_mountpoint_resolve(&o->mountpoint) < 0) {
         csifs_log(LOG_ERR, "out of memory");
         return 1;
@@ -343,20 +459,36 @@ int csifs_daemon_run(struct csifs_opts *o)
         csifs_log(LOG_WARNING, "%s (see --help)", *fuse_last ? fuse_last : "bad FUSE options");
         return 2;
     }
-    /* no FUSE fd is handed to csifs yet (DESIGN 13 will: then true) */
-    int rc = csifs_state_recover(o->state, o->mountpoint, false, err, sizeof(err));
+    check_handed(&r);
+    struct fs_handover ho;
+    int rc = r.takeover ? 0 : tk_state_make(&r.state);
+    if (rc < 0)
+        csifs_log(LOG_WARNING, "no state memfd: %s (a crash will unmount)", strerror(-rc));
+    if (r.state.fd >= 0) {
+        tk_state_handover(&r.state, &ho, r.takeover);
+        if ((rc = fs_handover(r.fs, &ho)) < 0) {
+            csifs_log(LOG_ERR, "cannot use the state memfd: %s", strerror(-rc));
+            fs_destroy(r.fs);
+            return 1;
+        }
+    }
+    /* with a handed connection the old mount is never probed, unmounted
+     * nor aborted (DESIGN 13): its holder is waited for */
+    rc = r.takeover ? wait_lock(o->state, err, sizeof(err))
+                    : csifs_state_recover(o->state, o->mountpoint, false, err, sizeof(err));
     if (rc == 0)
         rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */
     if (rc == 0)
         rc = state_usable(o->state, err, sizeof(err));
-    if (rc == 0)
+    if (rc == 0 && !r.takeover)
         rc = csifs_mountpoint_prepare(o->mountpoint, err, sizeof(err));
     if (rc == 0 && o->http && (rc = http_listen(o->http, &r.http_fd, err, sizeof(err))) < 0) {
         csifs_log(LOG_WARNING, "%s", err);   /* a refused start */
         fs_destroy(r.fs);
         return rc == -EINVAL ? 2 : 1;
     }
-    if (rc == 0 && (rc = fs_session_mount(r.fs)) < 0)
+    if (rc == 0 && (rc = r.takeover ? fs_session_mount_fd(r.fs, r.handed.fuse)
+                                    : fs_session_mount(r.fs)) < 0)
         snprintf(err, sizeof(err), "%s: cannot mount: %s", o->mountpoint,
                  *fuse_last ? fuse_last : strerror(-rc));
     fuse_quiet = false;

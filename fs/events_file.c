@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,6 +241,17 @@ void fs_events_release(struct fs *fs, struct fs_fh *h)
     }
     pthread_mutex_unlock(&e->mu);
     free(r);
+}
+
+void fs_events_restarted(struct fs *fs, struct fs_fh *h)
+{
+    struct fs_events *e = fs->events;
+    struct reader *r = (struct reader *)h;
+    pthread_mutex_lock(&e->mu);
+    r->cur.next = ev_published(reg_events(fs->reg));
+    r->cur.off = 0;
+    snprintf(r->cur.pend, sizeof(r->cur.pend), "restarted\n");
+    pthread_mutex_unlock(&e->mu);
 }
 
 void fs_events_wake(struct fs *fs)

@@ -20,5 +20,8 @@ void fs_events_fini(struct fs *fs);
 void fs_events_wake(struct fs *fs);
 /* Open readers of events now (csifs_event_readers). */
 unsigned fs_events_readers(struct fs *fs);
+/* A reader opened before a takeover (fh.c adopted it): one bare line
+ * `restarted`, then the live stream. */
+void fs_events_restarted(struct fs *fs, struct fs_fh *h);
 
 #endif

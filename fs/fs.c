@@ -169,6 +169,8 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     int rc = fs_events_init(fs);
     if (rc == 0)
         rc = fs_lookups_init(fs);
+    if (rc == 0)
+        rc = fs_fh_table_init(fs);
 
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
     for (int k = 0; rc == 0 && k < o->argc; k++)
@@ -272,6 +274,7 @@ void fs_destroy(struct fs *fs)
     }
     pending_fini(&fs->pend);
     fs_lookups_fini(fs);
+    fs_fh_table_fini(fs);
     free(fs->mountpoint);
     free(fs);
 }

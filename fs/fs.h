@@ -66,6 +66,40 @@ void fs_kubelet_source(fs_kubelet_show_fn *show, void *arg);
 /* Requests kept unanswered on purpose: events reads waiting for a line.
  * /healthz (DESIGN 14) does not count them as stuck. Any thread. */
 unsigned fs_parked(struct fs *fs);
+/* ---- Restart without unmount (DESIGN 13; takeover/ keeps the memory) ----
+ * fi->fh is a token into a table of open files that a successor on the
+ * same connection inherits; the INIT request read is kept beside it. */
+struct fs_saved_fh {
+    uint32_t live, gen;          /* gen: the slot's token generation */
+    uint32_t kind, flags;        /* node kind, open flags */
+    uint64_t ino, kh;            /* kh: the kernel's poll handle id, 0 none */
+};
+struct fs_handover {
+    void *init;                  /* the INIT request as read, *init_len bytes */
+    uint32_t init_cap, *init_len;
+    struct fs_saved_fh *fhs;
+    uint32_t nfhs;
+    bool takeover;               /* they hold a predecessor's (else zeroed) */
+};
+/* Before any open, from fs_session on: use h's memory (it outlives the
+ * process). 0, -EINVAL (files already open) or -ENOMEM. */
+int fs_handover(struct fs *fs, const struct fs_handover *h);
+/* The session's /dev/fuse fd. */
+int fs_fd(struct fs *fs);
+/* With a handed-over fd, after fs_attach: feed the saved INIT to libfuse
+ * (op_init runs; the kernel sees no second reply) and make the lookup
+ * table blind. -ENOENT when there is none. */
+int fs_replay_init(struct fs *fs);
+/* inval_inode of every plugin's current and every instance's health;
+ * returns how many were sent. */
+unsigned long fs_inval_all_current(struct fs *fs);
+/* The poll handle ids (kh) of open files, at most cap: woken after a
+ * takeover. */
+unsigned fs_polled(struct fs *fs, uint64_t *kh, unsigned cap);
+/* Mount on a handed fd: fuse_session_mount(se, "/dev/fd/N"); nothing is
+ * mounted, and fs_unmount leaves the mount alone. -EIO. */
+int fs_session_mount_fd(struct fs *fs, int fd);
+
 /* Unmount and close the connection now: requests still waiting on the mount
  * fail instead of hanging. The fs stays valid (notifications become no-ops)
  * until fs_destroy. */

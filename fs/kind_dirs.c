@@ -44,17 +44,9 @@ int fs_type_rmdir(struct fs *fs, const struct fs_node *dir, const char *name)
     return reg_plugin_remove(fs->reg, dir->type, name);
 }
 
-static int count_one(const struct reg_node *n, void *arg)
-{
-    (void)n;
-    (*(nlink_t *)arg)++;
-    return 0;
-}
-
 void fs_type_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
 {
-    st->st_nlink = 2;
-    reg_list(fs->reg, n->type, 0, 0, count_one, &st->st_nlink);
+    st->st_nlink = 2 + reg_type_count(fs->reg, n->type);
     group_w(fs, st);
 }
 

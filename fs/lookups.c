@@ -125,3 +125,11 @@ bool fs_lookups_known(struct fs *fs, fuse_ino_t ino)
     pthread_mutex_unlock(&t->mu);
     return known;
 }
+
+void fs_lookups_blind(struct fs *fs)
+{
+    struct fs_lookups *t = fs->lookups;
+    pthread_mutex_lock(&t->mu);
+    t->blind = true;                 /* for good: a predecessor's counts are lost */
+    pthread_mutex_unlock(&t->mu);
+}

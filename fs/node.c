@@ -108,6 +108,19 @@ int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
     return in_dir(dir, slot, out);
 }
 
+int fs_resolve_slot(struct fs *fs, const struct fs_node *dir, unsigned slot,
+                    struct fs_node *out)
+{
+    if (dir->kind != K_PLUGIN && dir->kind != K_INST)
+        return fs_resolve(fs, fs_ino(dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq,
+                                     slot), out);
+    memset(out, 0, sizeof(*out));
+    out->ino = fs_ino(dir->r.seq, slot);
+    out->r = dir->r;
+    out->type = dir->type;
+    return in_dir(dir->kind, slot, out);
+}
+
 void fs_node_of(const struct reg_node *r, struct fs_node *out)
 {
     memset(out, 0, sizeof(*out));
@@ -124,6 +137,7 @@ int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct 
         return -ENOTDIR;
     if (strlen(name) > NAME_MAX)     /* the lookup before any mkdir, symlink... */
         return -ENAMETOOLONG;
+    /* read afresh: a caller may have just changed the registry (symlink) */
     uint64_t seq = dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq;
     for (int k = 0; k < K_NKINDS; k++)
         if (fs_kinds[k].name && fs_kinds[k].parent == dir->kind &&

@@ -69,6 +69,16 @@ struct fs {
      * RELEASE; fs_destroy releases them (fs_fh_release_all). Leaf lock. */
     pthread_mutex_t fh_mu;
     LIST_HEAD(, fs_fh) open_fhs;
+    /* fi->fh tokens (fh.c): the saved table (handover memory or own_fhs)
+     * and this process's state of each slot; under fh_mu */
+    struct fs_saved_fh *fhs, *own_fhs;
+    uint32_t nfhs, fh_hint;
+    struct fs_fh **fh_ptr;
+    /* takeover (DESIGN 13): the INIT request kept for a successor */
+    void *init_buf;
+    uint32_t init_cap, *init_len;
+    bool handover;               /* fhs and init are the handover memory */
+    bool takeover;               /* and they hold a predecessor's */
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
@@ -103,6 +113,7 @@ struct fs_node {
 struct fs_fh {
     enum fs_kind kind;
     struct fs_node n;            /* as resolved at open */
+    uint32_t slot;               /* its token's slot (fh.c) */
     LIST_ENTRY(fs_fh) link;      /* fs->open_fhs, under fs->fh_mu */
 };
 
@@ -150,6 +161,11 @@ extern const struct fs_kind_def fs_kinds[K_NKINDS];
 fuse_ino_t fs_ino(uint64_t seq, unsigned slot);
 /* -ENOENT when the node no longer exists. */
 int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out);
+/* The fixed child at slot of a resolved directory: as fs_resolve of its
+ * inode, from dir's registry node as read (no second read of the registry:
+ * a listing shows one moment of the dir). */
+int fs_resolve_slot(struct fs *fs, const struct fs_node *dir, unsigned slot,
+                    struct fs_node *out);
 /* The directory node of a plugin or instance from what the registry handed
  * over (reg_list's callback: no call back into the registry). */
 void fs_node_of(const struct reg_node *r, struct fs_node *out);
@@ -190,5 +206,22 @@ void fs_lookups_fini(struct fs *fs);
 void fs_lookups_add(struct fs *fs, fuse_ino_t ino);
 void fs_lookups_forget(struct fs *fs, fuse_ino_t ino, uint64_t n);
 bool fs_lookups_known(struct fs *fs, fuse_ino_t ino);
+/* After a takeover: the kernel may hold any inode (all are known). */
+void fs_lookups_blind(struct fs *fs);
+
+/* fi->fh tokens (fh.c). put: a token for h (-EMFILE when the table is
+ * full); get: the open file of a token, a predecessor's adopted, or NULL
+ * when stale (EBADF); drop: with fh_mu held, at release. */
+int fs_fh_table_init(struct fs *fs);
+void fs_fh_table_fini(struct fs *fs);
+int fs_fh_put(struct fs *fs, struct fs_fh *h, fuse_ino_t ino, int flags, uint64_t *token);
+struct fs_fh *fs_fh_get(struct fs *fs, uint64_t token, fuse_ino_t ino);
+void fs_fh_drop(struct fs *fs, struct fs_fh *h);
+/* RELEASE: the open file of a token (not adopted: a predecessor's slot is
+ * freed, NULL), NULL when stale. */
+struct fs_fh *fs_fh_released(struct fs *fs, uint64_t token);
+/* The kernel's poll handle id of an open file (woken after a takeover). */
+void fs_fh_note_kh(struct fs *fs, const struct fs_fh *h, uint64_t kh);
+unsigned fs_fh_polled(struct fs *fs, uint64_t *kh, unsigned cap);
 
 #endif

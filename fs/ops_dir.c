@@ -34,7 +34,11 @@ static bool add(struct fs_dirbuf *d, const char *name, const struct fs_node *n, 
     bool dots = name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
     if (d->plus) {
         struct fuse_entry_param e;
-        fs_entry_param(d->fs, n, &e);
+        if (dots)                    /* the kernel takes only their ino and type */
+            e = (struct fuse_entry_param){ .ino = n->ino, .attr = { .st_ino = n->ino,
+                                           .st_mode = fs_kinds[n->kind].fmt } };
+        else
+            fs_entry_param(d->fs, n, &e);
         used = fuse_add_direntry_plus(d->req, d->buf + d->len, room, name, &e, cookie);
     } else {
         struct stat st = { .st_ino = n->ino, .st_mode = fs_kinds[n->kind].fmt };
@@ -68,13 +72,17 @@ void fs_list_reg(struct fs_dirbuf *d, const struct fs_node *dir)
              after > 0 ? (uint64_t)after : 0, add_reg_child, d);
 }
 
-static fuse_ino_t parent_of(const struct fs_node *dir)
+/* ".." of dir: only its inode and type go out (add), so nothing is read. */
+static struct fs_node parent_of(const struct fs_node *dir)
 {
-    switch (dir->kind) {
-    case K_PLUGIN: return fs_ino(0, SLOT_TYPE0 + dir->type);
-    case K_INST: return fs_ino(dir->r.parent, SLOT_DIR);
-    default: return FUSE_ROOT_ID;
-    }
+    struct fs_node p = { .kind = K_ROOT, .ino = FUSE_ROOT_ID };
+    if (dir->kind == K_PLUGIN)
+        p = (struct fs_node){ .kind = K_TYPE, .ino = fs_ino(0, SLOT_TYPE0 + dir->type),
+                              .type = dir->type };
+    else if (dir->kind == K_INST)
+        p = (struct fs_node){ .kind = K_PLUGIN, .ino = fs_ino(dir->r.parent, SLOT_DIR),
+                              .type = dir->type };
+    return p;
 }
 
 /* An entry of fixed position, unless a resumed listing is past it. */
@@ -90,15 +98,11 @@ static bool add_fixed(struct fs_dirbuf *d, const char *name, const struct fs_nod
 static void list_dir(struct fs_dirbuf *d, const struct fs_node *dir)
 {
     const struct fs_kind_def *k = &fs_kinds[dir->kind];
-    struct fs *fs = d->fs;
-    struct fs_node parent, n;
-    if (fs_resolve(fs, parent_of(dir), &parent) < 0)
-        parent = *dir;
+    struct fs_node parent = parent_of(dir), n;
     if (!add_fixed(d, ".", dir, 1) || !add_fixed(d, "..", &parent, 2))
         return;
-    uint64_t seq = dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq;
     for (unsigned slot = dir->kind == K_ROOT ? SLOT_ROOT + 1 : 1; slot < k->nslots; slot++)
-        if (fs_resolve(fs, fs_ino(seq, slot), &n) == 0 &&
+        if (fs_resolve_slot(d->fs, dir, slot, &n) == 0 &&
             !add_fixed(d, fs_node_name(&n), &n, (off_t)slot + 3))
             return;
     if (k->list)

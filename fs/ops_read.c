@@ -74,6 +74,7 @@ static void fh_release(struct fs *fs, struct fs_fh *h)
 {
     pthread_mutex_lock(&fs->fh_mu);
     LIST_REMOVE(h, link);
+    fs_fh_drop(fs, h);
     pthread_mutex_unlock(&fs->fh_mu);
     fs_kinds[h->kind].release(fs, h);
 }
@@ -98,8 +99,10 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     else if (rc == 0 && (rc = k->open(fs, &n, fi, &h)) == 0) {
         h->kind = n.kind;
         h->n = n;
-        fi->fh = (uintptr_t)h;
-        fh_link(fs, h);
+        if ((rc = fs_fh_put(fs, h, ino, fi->flags, &fi->fh)) < 0)
+            k->release(fs, h);
+        else
+            fh_link(fs, h);
     }
     if (rc < 0)
         fuse_reply_err(req, -rc);
@@ -107,25 +110,22 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fh_release(fs, h);           /* the opener was interrupted: no release will come */
 }
 
-static struct fs_fh *fh_of(struct fuse_file_info *fi)
-{
-    return (struct fs_fh *)(uintptr_t)fi->fh;
-}
-
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 struct fuse_file_info *fi)
 {
-    (void)ino;
     struct fs *fs = fs_req(req, FS_OP_READ);
-    struct fs_fh *h = fh_of(fi);
-    fs_kinds[h->kind].read(fs, req, h, size, off, fi);
+    struct fs_fh *h = fs_fh_get(fs, fi->fh, ino);
+    if (h)
+        fs_kinds[h->kind].read(fs, req, h, size, off, fi);
+    else
+        fuse_reply_err(req, EBADF);
 }
 
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     struct fs *fs = fs_req(req, FS_OP_RELEASE);
-    struct fs_fh *h = fh_of(fi);
+    struct fs_fh *h = fs_fh_released(fs, fi->fh);
     if (h)
         fh_release(fs, h);
     fuse_reply_err(req, 0);
@@ -134,10 +134,19 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void fs_op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
                 struct fuse_pollhandle *ph)
 {
-    (void)ino;
     struct fs *fs = fs_req(req, FS_OP_POLL);
-    struct fs_fh *h = fh_of(fi);
-    if (h && fs_kinds[h->kind].poll) {
+    struct fs_fh *h = fs_fh_get(fs, fi->fh, ino);
+    if (!h) {
+        if (ph)
+            fuse_pollhandle_destroy(ph);
+        fuse_reply_err(req, EBADF);
+        return;
+    }
+    /* libfuse 3.14's struct fuse_pollhandle starts with the kernel's kh
+     * (fuse_lowlevel.c): kept so that a successor can wake the poller */
+    if (ph)
+        fs_fh_note_kh(fs, h, *(const uint64_t *)(const void *)ph);
+    if (fs_kinds[h->kind].poll) {
         fs_kinds[h->kind].poll(fs, req, h, fi, ph);
         return;
     }

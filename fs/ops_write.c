@@ -114,10 +114,9 @@ static int write_node(struct fs *fs, const struct fs_node *n, const char *buf, s
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                  struct fuse_file_info *fi)
 {
-    (void)ino;
     struct fs *fs = fs_req(req, FS_OP_WRITE);
-    const struct fs_fh *h = (const struct fs_fh *)(uintptr_t)fi->fh;
-    int rc = write_node(fs, &h->n, buf, size, off);
+    const struct fs_fh *h = fs_fh_get(fs, fi->fh, ino);
+    int rc = h ? write_node(fs, &h->n, buf, size, off) : -EBADF;
     if (rc < 0)
         fuse_reply_err(req, -rc);
     else

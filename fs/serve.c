@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* How long the thread stays awake after a request: more than a reader's
@@ -53,6 +54,31 @@ void fs_serve_handed_off(void)
     handed_off = true;
 }
 
+/* fs_serve_keep_init's memory: the INIT request is copied there. */
+static void *init_buf;
+static uint32_t init_cap, *init_len;
+
+void fs_serve_keep_init(void *buf, uint32_t cap, uint32_t *len)
+{
+    init_buf = buf;
+    init_cap = cap;
+    init_len = len;
+}
+
+/* A fresh connection's first request is INIT (opcode 26, struct
+ * fuse_in_header: len, opcode at 4): keep it for a successor. */
+static void keep_init(const struct fuse_buf *b)
+{
+    uint32_t op;
+    if (!init_len || *init_len || !b->mem || b->size < 8 || b->size > init_cap)
+        return;
+    memcpy(&op, (const char *)b->mem + 4, sizeof(op));
+    if (op != 26)
+        return;
+    memcpy(init_buf, b->mem, b->size);
+    __atomic_store_n(init_len, (uint32_t)b->size, __ATOMIC_RELEASE);
+}
+
 int fs_serve(struct fuse_session *se)
 {
     int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
@@ -78,6 +104,7 @@ int fs_serve(struct fuse_session *se)
             }
         } else if (res > 0) {
             handed_off = false;
+            keep_init(&buf);
             fuse_session_process_buf(se, &buf);
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);

@@ -17,4 +17,9 @@ void fs_serve_handed_off(void);
  * yet). Any thread: /healthz (DESIGN 14) reads it. */
 int64_t fs_serve_last_done_ns(void);
 
+/* Copy the first INIT request read (at most cap bytes) to buf and its
+ * length to *len, unless *len is already set (DESIGN 13: a successor
+ * replays it). One session per process. */
+void fs_serve_keep_init(void *buf, uint32_t cap, uint32_t *len);
+
 #endif

@@ -161,6 +161,8 @@ void model_link(struct reg *reg, struct obj *o, struct plugin *parent)
     *head = o;
     if (parent)
         parent->count++;
+    else
+        reg->ntypes[o->type]++;
 }
 
 void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent)
@@ -176,6 +178,8 @@ void model_unlink(struct reg *reg, struct obj *o, struct plugin *parent)
         o->next->prev = o->prev;
     if (parent)
         parent->count--;
+    else
+        reg->ntypes[o->type]--;
 }
 
 void model_free_fp(struct fp *f)

@@ -132,6 +132,7 @@ struct reg {
     struct htab seqs, names;
     struct htab reasons;         /* struct hreason of every history entry */
     struct obj *types[REG_NTYPES]; /* plugins per type, newest first */
+    uint32_t ntypes[REG_NTYPES];  /* how many in each list */
     uint64_t next_seq;
     struct ev_ring *ring;
     uint64_t ev_reserved;        /* events below this seq are persisted as used */

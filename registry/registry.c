@@ -431,6 +431,16 @@ ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap)
     return n;
 }
 
+unsigned long reg_type_count(struct reg *reg, enum reg_type type)
+{
+    if ((unsigned)type >= REG_NTYPES)
+        return 0;
+    pthread_rwlock_rdlock(&reg->lock);
+    unsigned long n = reg->ntypes[type];
+    pthread_rwlock_unlock(&reg->lock);
+    return n;
+}
+
 void reg_count(struct reg *reg, unsigned long *plugins, unsigned long *instances)
 {
     *plugins = *instances = 0;

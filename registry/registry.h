@@ -188,6 +188,8 @@ ssize_t reg_current_get(struct reg *reg, uint64_t plugin, char *buf, size_t cap)
 
 /* How many plugins and instances the registry holds now. */
 void reg_count(struct reg *reg, unsigned long *plugins, unsigned long *instances);
+/* How many plugins of type there are (0 for an unknown type). */
+unsigned long reg_type_count(struct reg *reg, enum reg_type type);
 
 /* The events ring (read it with events.h). */
 struct ev_ring *reg_events(struct reg *reg);

@@ -4,34 +4,19 @@
 #include "registry/store_int.h"
 
 #include <errno.h>
-#include <pthread.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
-/* ---- CRC32 (reflected IEEE polynomial, table-driven) ---- */
-
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[n] = c;
-    }
-}
+/* ---- CRC32 (reflected IEEE polynomial: zlib's) ---- */
 
 uint32_t store_crc32(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&crc_once, crc_init);
-    const unsigned char *p = buf;
-    crc = ~crc;
-    while (len--)
-        crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-    return ~crc;
+    for (; len > UINT_MAX; len -= UINT_MAX, buf = (const char *)buf + UINT_MAX)
+        crc = (uint32_t)crc32(crc, buf, UINT_MAX);
+    return (uint32_t)crc32(crc, buf, (uInt)len);
 }
 
 static int cmp_u64(const void *a, const void *b)

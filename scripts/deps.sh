@@ -8,6 +8,7 @@ set -eu
 # etcd-server, etcd-client, openssl: tests/system's etcd clusters (cluster/),
 # etcdctl, and their TLS certificates
 # libmicrohttpd-dev, libmicrohttpd12: -o http= (http/); curl: the HTTP tests
+# zlib1g-dev: crc32 of the store's records (registry/store_codec.c)
 PKGS="build-essential pkg-config clang
 libfuse3-dev fuse3
 libgrpc-dev
@@ -24,7 +25,8 @@ etcd-server
 etcd-client
 openssl
 libmicrohttpd-dev libmicrohttpd12
-curl"
+curl
+zlib1g-dev"
 
 missing=""
 for p in $PKGS; do

@@ -13,8 +13,8 @@
  * synchronous LMDB commit each, inline: the durable floor of register_serial.
  * SIGTERM or SIGINT unmounts and exits. */
 #include "fs/serve.h"
+#include "tests/bench/walk.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
@@ -114,41 +114,30 @@ static fuse_ino_t add(fuse_ino_t parent, const char *name, mode_t mode, const ch
     return ino;
 }
 
+static int load(fuse_ino_t parent, const char *src);
+
+static int load_one(const char *path, const char *name, const struct stat *st, void *arg)
+{
+    char buf[MAX_CONTENT];
+    ssize_t len = 0;
+    if (S_ISLNK(st->st_mode))
+        len = readlink(path, buf, sizeof(buf));
+    else if (S_ISREG(st->st_mode) && st->st_size > 0) {
+        int fd = open(path, O_RDONLY | O_NONBLOCK);
+        len = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+        if (fd >= 0)
+            close(fd);
+    }
+    fuse_ino_t ino = add(*(fuse_ino_t *)arg, name, st->st_mode, buf, len > 0 ? (size_t)len : 0);
+    if (!ino)
+        return -ENOMEM;
+    return S_ISDIR(st->st_mode) ? load(ino, path) : 0;
+}
+
 /* Walk src into the arrays under parent; 0 or -errno. */
 static int load(fuse_ino_t parent, const char *src)
 {
-    DIR *d = opendir(src);
-    if (!d)
-        return -errno;
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char path[4096], buf[MAX_CONTENT];
-        struct stat st;
-        ssize_t len = 0;
-        snprintf(path, sizeof(path), "%s/%s", src, e->d_name);
-        if (lstat(path, &st) < 0) {
-            rc = -errno;
-            break;
-        }
-        if (S_ISLNK(st.st_mode))
-            len = readlink(path, buf, sizeof(buf));
-        else if (S_ISREG(st.st_mode) && st.st_size > 0) {
-            int fd = open(path, O_RDONLY | O_NONBLOCK);
-            len = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
-            if (fd >= 0)
-                close(fd);
-        }
-        fuse_ino_t ino = add(parent, e->d_name, st.st_mode, buf, len > 0 ? (size_t)len : 0);
-        if (!ino)
-            rc = -ENOMEM;
-        else if (S_ISDIR(st.st_mode))
-            rc = load(ino, path);
-    }
-    closedir(d);
-    return rc;
+    return bench_walk(src, load_one, &parent);
 }
 
 /* ---- the operations ---- */

@@ -8,6 +8,7 @@
  * socket but p0/a0's, which points at a live test plugin so that
  * csi-node/p0/current exists (stat_deep). */
 #include "tests/bench/bench.h"
+#include "tests/bench/walk.h"
 #include "tests/lib/httpget.h"
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
@@ -68,49 +69,50 @@ int tree_build(struct tf *t, const char *sock)
 /* Copy src to dst: dirs, symlinks, regular files of the same size and mode
  * (`health` with its content; `events` at depth 0 empty: reading it would
  * block; `metrics` and `stats` are size 0 as in /proc). Counts the names. */
+static int copy_tree(const char *src, const char *dst, int depth);
+
+struct copy {
+    const char *dst;
+    int depth;
+};
+
+static int copy_one(const char *s, const char *name, const struct stat *st, void *arg)
+{
+    const struct copy *c = arg;
+    char o[4096], buf[8192];
+    int rc = 0;
+    snprintf(o, sizeof(o), "%s/%s", c->dst, name);
+    if (S_ISDIR(st->st_mode))
+        rc = mkdir(o, 0755) < 0 ? -errno : copy_tree(s, o, c->depth + 1);
+    else if (S_ISLNK(st->st_mode)) {
+        ssize_t n = readlink(s, buf, sizeof(buf) - 1);
+        buf[n > 0 ? n : 0] = '\0';
+        rc = n < 0 || symlink(buf, o) < 0 ? -errno : 0;
+    } else {
+        /* the same size; the content itself only where it is read */
+        int in = c->depth && !strcmp(name, "health") ? open(s, O_RDONLY) : -1;
+        ssize_t n = in >= 0 ? read(in, buf, sizeof(buf))
+                             : st->st_size < (off_t)sizeof(buf) ? st->st_size : (off_t)sizeof(buf);
+        if (in < 0)
+            memset(buf, 'x', sizeof(buf));
+        int out = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0 || (n > 0 && write(out, buf, (size_t)n) != n))
+            rc = -EIO;
+        if (in >= 0)
+            close(in);
+        if (out >= 0)
+            close(out);
+    }
+    if (rc == 0 && !S_ISLNK(st->st_mode))
+        chmod(o, st->st_mode & 07777);
+    entries++;
+    return rc;
+}
+
 static int copy_tree(const char *src, const char *dst, int depth)
 {
-    DIR *d = opendir(src);
-    if (!d)
-        return -errno;
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char s[4096], o[4096], buf[8192];
-        struct stat st;
-        snprintf(s, sizeof(s), "%s/%s", src, e->d_name);
-        snprintf(o, sizeof(o), "%s/%s", dst, e->d_name);
-        if (lstat(s, &st) < 0)
-            rc = -errno;
-        else if (S_ISDIR(st.st_mode))
-            rc = mkdir(o, 0755) < 0 ? -errno : copy_tree(s, o, depth + 1);
-        else if (S_ISLNK(st.st_mode)) {
-            ssize_t n = readlink(s, buf, sizeof(buf) - 1);
-            buf[n > 0 ? n : 0] = '\0';
-            rc = n < 0 || symlink(buf, o) < 0 ? -errno : 0;
-        } else {
-            /* the same size; the content itself only where it is read */
-            int in = depth && !strcmp(e->d_name, "health") ? open(s, O_RDONLY) : -1;
-            ssize_t n = in >= 0 ? read(in, buf, sizeof(buf))
-                                 : st.st_size < (off_t)sizeof(buf) ? st.st_size : (off_t)sizeof(buf);
-            if (in < 0)
-                memset(buf, 'x', sizeof(buf));
-            int out = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (out < 0 || (n > 0 && write(out, buf, (size_t)n) != n))
-                rc = -EIO;
-            if (in >= 0)
-                close(in);
-            if (out >= 0)
-                close(out);
-        }
-        if (rc == 0 && !S_ISLNK(st.st_mode))
-            chmod(o, st.st_mode & 07777);
-        entries++;
-    }
-    closedir(d);
-    return rc;
+    struct copy c = { dst, depth };
+    return bench_walk(src, copy_one, &c);
 }
 
 /* One `ls -lR root > /dev/null`: seconds. */

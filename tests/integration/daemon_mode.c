@@ -124,9 +124,13 @@ static const char *recv_notify(int fd, int64_t ms)
     static char buf[512];
     struct pollfd p = { .fd = fd, .events = POLLIN };
     buf[0] = '\0';
-    if (poll(&p, 1, (int)tu_ms(ms)) == 1) {
+    /* the fd store's messages (FDSTORE=1, FDSTOREREMOVE=1: DESIGN 13) skipped */
+    while (poll(&p, 1, (int)tu_ms(ms)) == 1) {
         ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
         buf[n > 0 ? n : 0] = '\0';
+        if (strncmp(buf, "FDSTORE", 7))
+            break;
+        buf[0] = '\0';
     }
     return buf;
 }

@@ -1,0 +1,100 @@
+/* The state memfd. See state.h. */
+#include "takeover/state.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TK_MAGIC 0x31304b5346495343ull     /* "CSIFSK01" */
+#define TK_LAYOUT 1u
+#define TK_INIT_CAP 4096u                  /* FUSE_INIT in: 104 bytes at 7.45 */
+#define TK_FHS 65536u
+
+struct tk_hdr {
+    uint64_t magic;
+    uint32_t layout, size;
+    uint32_t init_len, nfhs;
+    unsigned char init[TK_INIT_CAP];
+    struct fs_saved_fh fhs[];        /* nfhs of them */
+};
+
+static size_t layout_size(void)
+{
+    return sizeof(struct tk_hdr) + (size_t)TK_FHS * sizeof(struct fs_saved_fh);
+}
+
+static int map(struct tk_state *s)
+{
+    s->size = layout_size();
+    s->map = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    if (s->map == MAP_FAILED) {
+        s->map = NULL;
+        return -errno;
+    }
+    return 0;
+}
+
+int tk_state_make(struct tk_state *s)
+{
+    s->map = NULL;
+    s->fd = memfd_create("csifs-state", MFD_CLOEXEC);
+    int rc = s->fd < 0 ? -errno : ftruncate(s->fd, (off_t)layout_size()) < 0 ? -errno : map(s);
+    if (rc < 0) {
+        tk_state_close(s);
+        return rc;
+    }
+    struct tk_hdr *h = s->map;
+    h->magic = TK_MAGIC;
+    h->layout = TK_LAYOUT;
+    h->size = (uint32_t)s->size;
+    h->nfhs = TK_FHS;
+    return 0;
+}
+
+int tk_state_adopt(struct tk_state *s, int fd, char *why, size_t cap)
+{
+    struct stat st;
+    s->fd = fd;
+    s->map = NULL;
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    if (rc == 0 && (size_t)st.st_size < layout_size()) {
+        snprintf(why, cap, "the handed state is %lld bytes, not %zu", (long long)st.st_size,
+                 layout_size());
+        rc = -EINVAL;
+    } else if (rc < 0) {
+        snprintf(why, cap, "the handed state: %s", strerror(-rc));
+    }
+    if (rc == 0 && (rc = map(s)) < 0)
+        snprintf(why, cap, "the handed state cannot be mapped: %s", strerror(-rc));
+    const struct tk_hdr *h = s->map;
+    if (rc == 0 && (h->magic != TK_MAGIC || h->layout != TK_LAYOUT || h->nfhs != TK_FHS ||
+                    h->init_len > TK_INIT_CAP)) {
+        snprintf(why, cap, "the handed state is not csifs's layout %u", TK_LAYOUT);
+        rc = -EINVAL;
+    }
+    if (rc < 0)
+        tk_state_close(s);
+    return rc;
+}
+
+void tk_state_handover(struct tk_state *s, struct fs_handover *out, bool takeover)
+{
+    struct tk_hdr *h = s->map;
+    *out = (struct fs_handover){ .init = h->init, .init_cap = TK_INIT_CAP,
+                                 .init_len = &h->init_len, .fhs = h->fhs, .nfhs = h->nfhs,
+                                 .takeover = takeover };
+}
+
+void tk_state_close(struct tk_state *s)
+{
+    if (s->map)
+        munmap(s->map, s->size);
+    if (s->fd >= 0)
+        close(s->fd);
+    s->map = NULL;
+    s->fd = -1;
+}

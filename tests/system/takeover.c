@@ -1,0 +1,358 @@
+/* Restart without unmount (DESIGN 13) with the test fd store
+ * (tests/lib/holder.h): csifs keeps its FUSE connection and state there, a
+ * SIGKILLed csifs's successor takes them over, and the processes using the
+ * mount see no error and no stale view. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/holder.h"
+#include "tests/lib/plugin_proc.h"
+#include "tests/lib/testutil.h"
+
+static struct holder hd, hd2;
+static char *dir, mnt[4096], state[4096], logf[4096], bin[4096];
+static pid_t pids[8];
+static int npids;
+
+static pid_t start(struct holder *h, const char *m, const char *s)
+{
+    char opts[4200];
+    snprintf(opts, sizeof(opts), "state=%s,heartbeat=100ms", s);
+    char *argv[] = { bin, "-f", "-o", opts, (char *)m, NULL };
+    h->log = logf;
+    pid_t pid = hd_spawn(h, argv);
+    if (pid > 0 && npids < 8)
+        pids[npids++] = pid;
+    return pid;
+}
+
+static void kill_reap(pid_t pid, int sig)
+{
+    kill(pid, sig);
+    hd_reap(pid, 10000);
+    for (int k = 0; k < npids; k++)
+        if (pids[k] == pid)
+            pids[k] = 0;
+}
+
+static bool is_mount_root(const char *m)
+{
+    struct stat st;
+    return stat(m, &st) == 0 && st.st_ino == 1;
+}
+
+static void setup(void)
+{
+    dir = tu_tmpdir("takeover");
+    snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+    snprintf(state, sizeof(state), "%s/state", dir);
+    snprintf(logf, sizeof(logf), "%s/csifs.log", dir);
+    snprintf(bin, sizeof(bin), "%s/csifs", tu_build_dir());
+    mkdir(mnt, 0755);
+    tu_note("mnt", mnt);
+    cr_assert_eq(hd_start(&hd), 0);
+    cr_assert_eq(hd_start(&hd2), 0);
+}
+
+static unsigned conns[4];           /* FUSE connections made: aborted at the end */
+
+static void note_conn(const char *m)
+{
+    struct stat st;
+    for (int k = 0; k < 4 && stat(m, &st) == 0 && st.st_ino == 1; k++)
+        if (!conns[k] || conns[k] == minor(st.st_dev)) {
+            conns[k] = minor(st.st_dev);
+            break;
+        }
+}
+
+static void teardown(void)
+{
+    char cmd[8400];
+    snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", logf);
+    (void)!system(cmd);
+    for (int k = 0; k < 4 && conns[k]; k++) {
+        char path[96];
+        snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", conns[k]);
+        int fd = open(path, O_WRONLY);
+        if (fd >= 0) {
+            (void)!write(fd, "1", 1);
+            close(fd);
+        }
+        conns[k] = 0;
+    }
+    for (int k = 0; k < npids; k++)
+        if (pids[k] > 0)
+            kill_reap(pids[k], SIGKILL);
+    tp_kill_all();
+    hd_stop(&hd);
+    hd_stop(&hd2);
+    char m2[4200];
+    snprintf(m2, sizeof(m2), "%s2", mnt);
+    umount2(m2, MNT_DETACH);
+    umount2(mnt, MNT_DETACH);
+    if (dir)
+        tu_rmrf(dir);
+    free(dir);
+    dir = NULL;
+    npids = 0;
+}
+
+TestSuite(takeover, .init = setup, .fini = teardown, .timeout = 60);
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[8192], full[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof(full), "cd '%s' && { %s; }", mnt, cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static bool current_is_a1(void *arg)
+{
+    (void)arg;
+    return sh("test \"$(readlink csi-node/c/current)\" = a1") == 0;
+}
+
+static bool current_is_a2(void *arg)
+{
+    (void)arg;
+    return sh("test \"$(readlink csi-node/c/current)\" = a2") == 0;
+}
+
+static bool file_has(void *arg)
+{
+    const char **a = arg;
+    char cmd[8400];
+    snprintf(cmd, sizeof(cmd), "grep -q '%s' '%s'", a[1], a[0]);
+    return system(cmd) == 0;
+}
+
+/* A shell whose cwd is the plugin dir: prints `readlink current` for
+ * every line on its stdin. */
+struct cwdproc {
+    pid_t pid;
+    int in, out;
+};
+
+static void cwd_start(struct cwdproc *c, const char *plugin_dir)
+{
+    int i[2], o[2];
+    cr_assert_eq(pipe(i), 0);
+    cr_assert_eq(pipe(o), 0);
+    c->pid = fork();
+    cr_assert_geq(c->pid, 0);
+    if (c->pid == 0) {
+        dup2(i[0], 0);
+        dup2(o[1], 1);
+        close(i[1]);
+        close(o[0]);
+        execl("/bin/sh", "sh", "-c", "cd \"$0\" || exit 1; "
+              "while read x; do readlink current || echo ERR; done", plugin_dir, (char *)NULL);
+        _exit(127);
+    }
+    close(i[0]);
+    close(o[1]);
+    c->in = i[1];
+    c->out = o[0];
+    tu_note_pid(c->pid);
+}
+
+static const char *cwd_ask(struct cwdproc *c)
+{
+    static char line[256];
+    if (write(c->in, "x\n", 2) != 2)
+        return NULL;
+    size_t n = 0;
+    while (n < sizeof(line) - 1 && read(c->out, line + n, 1) == 1 && line[n] != '\n')
+        n++;
+    line[n] = '\0';
+    return line;
+}
+
+/* A child process that polls path for POLLPRI: exits 0 when woken. */
+static pid_t poller(const char *path)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(path, O_RDONLY);
+    char buf[64];
+    if (fd < 0 || read(fd, buf, sizeof(buf)) < 0)
+        _exit(2);
+    struct pollfd p = { .fd = fd, .events = POLLPRI };
+    _exit(poll(&p, 1, 60000) == 1 ? 0 : 1);
+}
+
+static bool exited0(void *arg)
+{
+    pid_t pid = *(pid_t *)arg;
+    int st;
+    return waitpid(pid, &st, WNOHANG) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+Test(takeover, sigkill_successor_takes_over_the_mount)
+{
+    char s1[4200], s2[4200], evf[4200], health[4200], pdir[4200];
+    snprintf(s1, sizeof(s1), "%s/a1.sock", dir);
+    snprintf(s2, sizeof(s2), "%s/a2.sock", dir);
+    snprintf(evf, sizeof(evf), "%s/events.out", dir);
+    snprintf(health, sizeof(health), "%s/csi-node/c/a1/health", mnt);
+    snprintf(pdir, sizeof(pdir), "%s/csi-node/c", mnt);
+    pid_t p1 = start(&hd, mnt, state);
+    cr_assert_gt(p1, 0);
+    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    cr_assert_geq(hd_fd(&hd, "fuse"), 0, "the FUSE fd was not stored");
+    cr_assert_geq(hd_fd(&hd, "state"), 0, "the state memfd was not stored");
+    struct tp_proc a1, a2;
+    cr_assert_eq(tp_start(&a1, "--socket", s1, "--type", "node", NULL), 0);
+    cr_assert_eq(sh("mkdir -p csi-node/c/a1 && ln -s '%s' csi-node/c/a1/socket", s1), 0);
+    cr_assert(tu_wait_for(current_is_a1, NULL, 10000), "current never a1");
+    struct stat before;
+    cr_assert_eq(stat(mnt, &before), 0);
+    note_conn(mnt);
+    /* the users of the mount: a cwd inside, a blocked events reader, a poller */
+    struct cwdproc c;
+    cwd_start(&c, pdir);
+    cr_assert_str_eq(cwd_ask(&c), "a1");
+    char evpath[4200];
+    snprintf(evpath, sizeof(evpath), "%s/events", mnt);
+    pid_t cat = fork();
+    cr_assert_geq(cat, 0);
+    if (cat == 0) {
+        int fd = open(evf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        execl("/bin/cat", "cat", evpath, (char *)NULL);
+        _exit(127);
+    }
+    tu_note_pid(cat);
+    pids[npids++] = cat;
+    pid_t pp = poller(health);
+    cr_assert_gt(pp, 0);
+    tu_note_pid(pp);
+    pids[npids++] = pp;
+    tu_sleep_ms(200);                /* the reader and the poller wait in csifs */
+
+    kill_reap(p1, SIGKILL);
+    pid_t p2 = start(&hd, mnt, state);
+    cr_assert_gt(p2, 0);
+    cr_assert(hd_wait_ready(&hd, 2, 10000), "the successor sent no READY=1");
+    struct stat after;
+    cr_assert_eq(stat(mnt, &after), 0, "the mount answers after the takeover");
+    cr_assert_eq(before.st_dev, after.st_dev, "the same connection, not a fresh mount");
+
+    /* the repro of issue 26: a2 registered, a1 removed */
+    cr_assert_eq(tp_start(&a2, "--socket", s2, "--type", "node", NULL), 0);
+    cr_assert_eq(sh("mkdir csi-node/c/a2 && ln -s '%s' csi-node/c/a2/socket", s2), 0);
+    cr_assert(tu_wait_for(current_is_a2, NULL, 10000), "current never a2");
+    tp_kill(&a1);                    /* a1's health changes: the poller wakes */
+    cr_assert(tu_wait_for(exited0, &pp, 20000), "the poll waiter was never woken");
+    pids[npids - 1] = 0;
+    cr_assert_eq(sh("rmdir csi-node/c/a1"), 0);
+    const char *seen = cwd_ask(&c);
+    cr_assert_str_eq(seen, "a2", "the cwd process sees the new current, not %s", seen);
+    const char *want[] = { evf, "^restarted$" };
+    cr_assert(tu_wait_for(file_has, (void *)want, 10000), "the events reader got no restarted");
+    const char *want2[] = { evf, "rmdir\\|a1" };
+    cr_assert(tu_wait_for(file_has, (void *)want2, 10000), "no live event after restarted");
+    close(c.in);
+    close(c.out);
+    kill(c.pid, SIGKILL);
+    waitpid(c.pid, NULL, 0);
+    tp_kill(&a2);
+    kill_reap(cat, SIGKILL);
+    kill_reap(p2, SIGTERM);
+    cr_assert(!is_mount_root(mnt), "SIGTERM after a takeover unmounts");
+    cr_assert_eq(hd_nfds(&hd), 0, "SIGTERM leaves nothing in the fd store");
+}
+
+/* The mount's unique id (Linux 6.8; connection and plain mount ids are
+ * reused at once): a new mount gets a new one. */
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x4000u
+#endif
+static uint64_t mnt_id(const char *m)
+{
+    struct statx sx;
+    return statx(AT_FDCWD, m, 0, STATX_MNT_ID_UNIQUE, &sx) == 0 ? sx.stx_mnt_id : 0;
+}
+
+static bool log_has(const char *what)
+{
+    char cmd[8400];
+    snprintf(cmd, sizeof(cmd), "grep -q -- '%s' '%s'", what, logf);
+    return system(cmd) == 0;
+}
+
+Test(takeover, aborted_connection_fd_falls_back_to_a_fresh_mount)
+{
+    pid_t p1 = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    struct stat before, after;
+    cr_assert_eq(stat(mnt, &before), 0);
+    uint64_t id0 = mnt_id(mnt);
+    cr_assert_neq(id0, 0);
+    note_conn(mnt);
+    kill_reap(p1, SIGKILL);
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(before.st_dev));
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "1", 1), 1);
+    close(fd);
+    pid_t p2 = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 2, 10000), "no READY=1 from the fresh mount");
+    cr_assert_eq(stat(mnt, &after), 0);
+    note_conn(mnt);
+    cr_assert_eq(after.st_ino, 1);
+    cr_assert_neq(id0, mnt_id(mnt), "a fresh mount");
+    cr_assert(log_has("was aborted: mounting afresh"), "no log line for the fallback");
+    cr_assert_geq(hd_fd(&hd, "fuse"), 0, "the fresh connection is kept");
+    kill_reap(p2, SIGTERM);
+    cr_assert(!is_mount_root(mnt));
+    cr_assert_eq(hd_nfds(&hd), 0);
+}
+
+Test(takeover, fd_of_another_mount_point_falls_back_to_a_fresh_mount)
+{
+    char mnt2[4200], state2[4200];
+    snprintf(mnt2, sizeof(mnt2), "%s2", mnt);
+    snprintf(state2, sizeof(state2), "%s2", state);
+    cr_assert_eq(mkdir(mnt2, 0755), 0);
+    pid_t p1 = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    note_conn(mnt);
+    hd_put(&hd2, "fuse", hd_fd(&hd, "fuse"));       /* the first mount's, handed to another */
+    hd_put(&hd2, "state", hd_fd(&hd, "state"));
+    pid_t p2 = start(&hd2, mnt2, state2);
+    cr_assert(hd_wait_ready(&hd2, 1, 10000), "no READY=1 from the second mount");
+    note_conn(mnt2);
+    struct stat a, b;
+    cr_assert_eq(stat(mnt, &a), 0);
+    cr_assert_eq(stat(mnt2, &b), 0);
+    cr_assert_eq(b.st_ino, 1);
+    cr_assert_neq(a.st_dev, b.st_dev, "the second mount point got its own connection");
+    cr_assert(log_has("is not the one mounted there.*mounting afresh\\|nothing is mounted there.*mounting afresh"),
+              "no log line for the fallback");
+    cr_assert_eq(sh("ls csi-node >/dev/null"), 0, "the first mount still serves");
+    kill_reap(p2, SIGTERM);
+    kill_reap(p1, SIGTERM);
+    cr_assert(!is_mount_root(mnt2));
+    cr_assert(!is_mount_root(mnt));
+}
