@@ -28,7 +28,7 @@
 
 enum fs_kind {
     K_ROOT, K_TYPE, K_EVENTS, K_METRICS, K_PLUGIN, K_CURRENT, K_INST, K_SOCKET, K_ATTR,
-    K_STATS, K_PENDING,
+    K_STATS, K_PENDING, K_KUBELET,
     /* the cluster view (kind_cluster.c) */
     K_CL_ROOT, K_CL_STATUS, K_CL_TYPE, K_CL_PLUGIN, K_CL_SUMMARY, K_CL_NODE, K_CL_FIELD,
     K_NKINDS
