@@ -165,10 +165,21 @@ install:
 	chmod 0644 $(DESTDIR)$(UNITDIR)/csifs.service.tmp
 	mv -f $(DESTDIR)$(UNITDIR)/csifs.service.tmp $(DESTDIR)$(UNITDIR)/csifs.service
 
-# Files only: the directories may hold other programs' files.
+# The files, then the directories install made that are now empty (rmdir
+# refuses one that holds other programs' files): below $(PREFIX), but not
+# hier(7)'s own bin, lib, share and share/man on the live system; under a
+# DESTDIR (a staging tree install made) up to the DESTDIR, not itself.
+HIER_DIRS = $(if $(DESTDIR),,$(PREFIX)/bin $(PREFIX)/lib $(PREFIX)/share $(PREFIX)/share/man)
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/csifs $(DESTDIR)$(BINDIR)/csi-plugin-hook \
 	  $(addprefix $(DESTDIR)$(MAN8DIR)/,$(notdir $(MANS))) $(DESTDIR)$(UNITDIR)/csifs.service
+	@for d in $(BINDIR) $(MAN8DIR) $(UNITDIR); do \
+	  while [ -n "$$d" ] && [ "$$d" != "$(if $(DESTDIR),,$(PREFIX))" ]; do \
+	    case " $(HIER_DIRS) " in *" $$d "*) break;; esac; \
+	    rmdir "$(DESTDIR)$$d" 2>/dev/null || break; \
+	    d=$${d%/*}; \
+	  done; \
+	done
 
 clean:
 	rm -rf $(BUILD)

@@ -2,6 +2,9 @@
  * generations: client_gen.c; calls and the completion-queue thread:
  * client_call.c).
  *
+ * Channels open on one socket path share one target (client_gen.c): one
+ * gRPC channel at a time, refcounted by those channels, so that many
+ * instances on one socket cost one connection, not one each.
  * Each gRPC channel runs on one connection csifs dials itself
  * (grpc_channel_create_from_fd): destroying the channel closes it, so no
  * connection outlives its channel, however a socket changes; a failed dial
@@ -50,10 +53,9 @@ static void *watch_thread(void *arg)
 {
     struct csi_client *c = arg;
     struct epoll_event evs[WATCH_BATCH];
-    struct lost lost[WATCH_BATCH];
     for (bool stop = false; !stop;) {
         int n = epoll_wait(c->ep, evs, WATCH_BATCH, -1);   /* sleeps until a hang-up */
-        int nl = 0;
+        struct lost_list lost = { 0 };
         pthread_mutex_lock(&c->mu);
         for (int k = 0; k < n; k++) {
             struct gen *g = evs[k].data.ptr;
@@ -63,16 +65,13 @@ static void *watch_thread(void *arg)
                     /* EAGAIN: another round read it */
                 }
             } else if (g->ch) {         /* else destroyed meanwhile */
-                lost[nl] = (struct lost){ 0 };
-                cl_gen_lost(g, &lost[nl]);
-                nl += lost[nl].cb != NULL;
+                cl_gen_lost(g, &lost);
             }
         }
         free_graveyard(c);      /* no event of this round names them any more */
         stop = c->watch_stop;
         pthread_mutex_unlock(&c->mu);
-        for (int k = 0; k < nl; k++)
-            lost[k].cb(lost[k].arg, lost[k].cookie);
+        cl_lost_tell(&lost);
     }
     return NULL;
 }
@@ -200,18 +199,20 @@ int csi_chan_open(struct csi_client *c, const char *socket_path, struct csi_chan
     size_t len = strlen(socket_path);
     if (len >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return -ENAMETOOLONG;
-    struct csi_chan *ch = calloc(1, sizeof(*ch) + len + 1);
+    struct csi_chan *ch = calloc(1, sizeof(*ch));
     if (!ch)
         return -ENOMEM;
-    memcpy(ch->path, socket_path, len + 1);
     ch->client = c;
     LIST_INIT(&ch->calls);
     pthread_mutex_lock(&c->mu);
-    if (c->closing) {
+    int rc = c->closing ? -ESHUTDOWN : (ch->tgt = cl_target_get(c, socket_path)) ? 0 : -ENOMEM;
+    if (rc < 0) {
         pthread_mutex_unlock(&c->mu);
         free(ch);
-        return -ESHUTDOWN;
+        return rc;
     }
+    ch->tgt->refs++;
+    LIST_INSERT_HEAD(&ch->tgt->users, ch, user);
     LIST_INSERT_HEAD(&c->chans, ch, link);
     pthread_mutex_unlock(&c->mu);
     *out = ch;
@@ -226,6 +227,7 @@ void csi_chan_close(struct csi_chan *ch)
     pthread_mutex_lock(&c->mu);
     ch->closed = true;
     LIST_REMOVE(ch, link);
+    LIST_REMOVE(ch, user);
     chan_cancel_calls(ch);
     if (LIST_EMPTY(&ch->calls))
         cl_chan_free(ch);          /* else the last call's completion frees it */
@@ -234,13 +236,13 @@ void csi_chan_close(struct csi_chan *ch)
 
 const char *csi_chan_path(const struct csi_chan *ch)
 {
-    return ch->path;
+    return ch->tgt->path;
 }
 
 pid_t csi_chan_peer_pid(struct csi_chan *ch)
 {
     pthread_mutex_lock(&ch->client->mu);
-    pid_t pid = ch->peer_pid;
+    pid_t pid = ch->tgt->peer_pid;
     pthread_mutex_unlock(&ch->client->mu);
     return pid;
 }
@@ -262,6 +264,6 @@ void csi_chan_reset(struct csi_chan *ch)
     struct csi_client *c = ch->client;
     pthread_mutex_lock(&c->mu);
     chan_cancel_calls(ch);
-    cl_gen_retire(ch);
+    cl_gen_retire(ch->tgt);          /* every chan on the target dials afresh */
     pthread_mutex_unlock(&c->mu);
 }

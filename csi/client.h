@@ -3,10 +3,12 @@
  * One csi_client owns one completion queue and one thread that always waits
  * on it (so gRPC makes I/O progress); every call is asynchronous on that
  * queue, carries its own deadline, and its callback runs on that thread.
- * One csi_chan per plugin socket path (authority "localhost"). Its gRPC
- * channel runs on a connection csifs dials itself, closed when the channel
- * is destroyed; a failed dial fails the call at once ("connect: <strerror>").
- * The plugin hanging up is seen at once (csi_chan_on_lost). Both threads
+ * A csi_chan per user of a plugin socket path (authority "localhost"); the
+ * chans open on one path share one gRPC channel, refcounted (instances on
+ * one socket cost one connection). That gRPC channel runs on a connection
+ * csifs dials itself, closed when the channel is destroyed; a failed dial
+ * fails the call at once ("connect: <strerror>"). The plugin hanging up is
+ * seen at once, by every chan on the path (csi_chan_on_lost). Both threads
  * sleep until there is work. A call that ends UNAVAILABLE,
  * DEADLINE_EXCEEDED, UNKNOWN or INTERNAL, or a lost connection, makes the
  * channel's next call dial afresh, so a plugin restarted on the same socket
@@ -135,7 +137,8 @@ typedef void csi_lost_callback(void *arg, uint64_t cookie);
 /* Set (or with cb NULL clear) the channel's lost-connection callback. */
 void csi_chan_on_lost(struct csi_chan *ch, csi_lost_callback *cb, void *arg, uint64_t cookie);
 /* Cancel the channel's calls in flight (their callbacks run) and drop its
- * connection: the next call dials afresh. NULL is a no-op. */
+ * path's connection: the next call of any chan on the path dials afresh.
+ * NULL is a no-op. */
 void csi_chan_reset(struct csi_chan *ch);
 
 /* Start method m with a deadline of timeout_ms (> 0). On 0, cb(arg, res)

@@ -87,14 +87,14 @@ static void call_done(struct csi_client *c, struct call *k, int success)
 {
     int64_t end_ns = csifs_mono_ns();
     struct csi_result res = { 0 };
-    struct lost lost = { 0 };
+    struct lost_list lost = { 0 };
     /* the mutex also orders this thread after call_start_locked's writes */
     pthread_mutex_lock(&c->mu);
     struct csi_chan *ch = k->chan;
     struct gen *g = k->gen;
     k->fresh = !g->ok && !g->dial_err;
-    if ((!success || transport_failure(k->status)) && g == ch->cur) {
-        cl_gen_retire(ch);         /* the next call dials afresh */
+    if ((!success || transport_failure(k->status)) && g == ch->tgt->cur) {
+        cl_gen_retire(ch->tgt);    /* the next call dials afresh */
     } else if (success && k->status == GRPC_STATUS_OK && !g->ok) {
         g->ok = true;
         if (g->hup)             /* it hung up before this reply was seen */
@@ -104,8 +104,7 @@ static void call_done(struct csi_client *c, struct call *k, int success)
     k->gen = NULL;
     pthread_mutex_unlock(&c->mu);
 
-    if (lost.cb)
-        lost.cb(lost.arg, lost.cookie);
+    cl_lost_tell(&lost);
     call_result(k, success, &res);
     res.latency_us = (end_ns - k->start_ns) / 1000;
     k->cb(k->arg, &res);
@@ -144,12 +143,13 @@ static int call_start_locked(struct csi_chan *ch, struct call *k, const char *pa
     struct csi_client *c = ch->client;
     if (ch->closed || c->closing)
         return -ESHUTDOWN;
-    if (!ch->cur && !(ch->cur = cl_gen_new(c, ch)))
+    struct target *t = ch->tgt;
+    if (!t->cur && !(t->cur = cl_gen_new(c, t)))
         return -ENOMEM;
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_millis(k->timeout_ms, GPR_TIMESPAN));
     grpc_slice method = grpc_slice_from_copied_string(path);
-    k->call = grpc_channel_create_call(ch->cur->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, method,
+    k->call = grpc_channel_create_call(t->cur->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, method,
                                        NULL, deadline, NULL);
     grpc_slice_unref(method);
     if (!k->call)
@@ -173,7 +173,7 @@ static int call_start_locked(struct csi_chan *ch, struct call *k, const char *pa
     k->start_ns = csifs_mono_ns();
     if (grpc_call_start_batch(k->call, ops, 6, k, NULL) != GRPC_CALL_OK)
         return -EIO;
-    k->gen = ch->cur;
+    k->gen = t->cur;
     k->gen->refs++;
     k->dial_err = k->gen->dial_err;
     LIST_INSERT_HEAD(&ch->calls, k, link);

@@ -1,7 +1,8 @@
-/* csi: generations, the gRPC channel on one connection that a csi_chan
- * uses until a failure or a hang-up retires it (client_int.h; all under
- * client->mu). Used by the channels (client.c) and the calls
- * (client_call.c); calls neither. */
+/* csi: targets, one per socket path, shared by the csi_chans open on it;
+ * generations, the gRPC channel on one connection that a target uses until
+ * a failure or a hang-up retires it (client_int.h; all under client->mu).
+ * Used by the channels (client.c) and the calls (client_call.c); calls
+ * neither. */
 #include "csi/client_int.h"
 #include "csi/internal.h"
 
@@ -9,12 +10,14 @@
 #include <fcntl.h>
 #include <grpc/grpc_posix.h>
 #include <stdio.h>
+#include <search.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-struct gen *cl_gen_new(struct csi_client *c, struct csi_chan *chan)
+struct gen *cl_gen_new(struct csi_client *c, struct target *t)
 {
     char target[sizeof("unix:") + sizeof(((struct sockaddr_un *)0)->sun_path)];
     grpc_arg args[] = {
@@ -31,9 +34,9 @@ struct gen *cl_gen_new(struct csi_client *c, struct csi_chan *chan)
     if (!g)
         return NULL;
     g->hupfd = -1;
-    snprintf(target, sizeof(target), "unix:%s", chan->path);
+    snprintf(target, sizeof(target), "unix:%s", t->path);
     pid_t pid = 0;
-    int fd = csi_dial(chan->path, &pid);
+    int fd = csi_dial(t->path, &pid);
     if (fd >= 0 && (g->hupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         close(fd);
         fd = -errno;
@@ -47,11 +50,11 @@ struct gen *cl_gen_new(struct csi_client *c, struct csi_chan *chan)
             return NULL;
         }
         g->ch = grpc_channel_create_from_fd(target, fd, c->creds, &ca);   /* owns fd */
-        chan->peer_pid = pid;
+        t->peer_pid = pid;
     } else {
         g->dial_err = -fd;
         g->ch = grpc_lame_client_channel_create(target, GRPC_STATUS_UNAVAILABLE, "dial failed");
-        chan->peer_pid = 0;
+        t->peer_pid = 0;
     }
     if (!g->ch) {
         if (g->hupfd >= 0) {
@@ -62,7 +65,7 @@ struct gen *cl_gen_new(struct csi_client *c, struct csi_chan *chan)
         return NULL;
     }
     g->refs = 1;
-    g->chan = chan;
+    g->tgt = t;
     g->client = c;
     return g;
 }
@@ -89,32 +92,89 @@ void cl_gen_unref(struct gen *g)
     }
 }
 
-/* chan's current gRPC channel is no longer used for new calls. */
-void cl_gen_retire(struct csi_chan *chan)
+/* t's current gRPC channel is no longer used for new calls. */
+void cl_gen_retire(struct target *t)
 {
-    struct gen *g = chan->cur;
+    struct gen *g = t->cur;
     if (!g)
         return;
-    chan->cur = NULL;
-    g->chan = NULL;
+    t->cur = NULL;
+    g->tgt = NULL;
     cl_gen_unref(g);
 }
 
-/* A lost connection of chan's current gen g: retire it and return whom to
- * tell (*lost), unless the connection never carried a call. */
-
-void cl_gen_lost(struct gen *g, struct lost *out)
+static void lost_add(struct lost_list *l, const struct csi_chan *ch)
 {
-    struct csi_chan *ch = g->chan;
+    if (!ch->lost_cb)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        struct lost *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return;             /* that chan learns it at its next call */
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (struct lost){ ch->lost_cb, ch->lost_arg, ch->lost_cookie };
+}
+
+/* A lost connection of its target's current gen g: retire it and add whom
+ * to tell (every chan open on the target) to *out, unless the connection
+ * never carried a call. */
+void cl_gen_lost(struct gen *g, struct lost_list *out)
+{
+    struct target *t = g->tgt;
     g->hup = true;
-    if (!g->ok || !ch || ch->cur != g || ch->closed)
+    if (!g->ok || !t || t->cur != g)
         return;                 /* a call's failure retires it instead */
-    *out = (struct lost){ ch->lost_cb, ch->lost_arg, ch->lost_cookie };
-    cl_gen_retire(ch);
+    struct csi_chan *ch;
+    LIST_FOREACH(ch, &t->users, user)
+        lost_add(out, ch);
+    cl_gen_retire(t);
+}
+
+void cl_lost_tell(struct lost_list *l)
+{
+    for (size_t k = 0; k < l->n; k++)
+        l->v[k].cb(l->v[k].arg, l->v[k].cookie);
+    free(l->v);
+    *l = (struct lost_list){ 0 };
+}
+
+static int target_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct target *cl_target_get(struct csi_client *c, const char *path)
+{
+    const char *key = path;
+    struct target **found = tfind(&key, &c->targets, target_cmp);
+    if (found)
+        return *found;
+    size_t len = strlen(path);
+    struct target *t = calloc(1, sizeof(*t) + len + 1);
+    if (!t)
+        return NULL;
+    memcpy(t->name, path, len + 1);
+    t->path = t->name;
+    LIST_INIT(&t->users);
+    if (!tsearch(t, &c->targets, target_cmp)) {
+        free(t);
+        return NULL;
+    }
+    return t;
 }
 
 void cl_chan_free(struct csi_chan *ch)
 {
-    cl_gen_retire(ch);
+    struct target *t = ch->tgt;
+    if (!ch->closed)
+        LIST_REMOVE(ch, user);  /* csi_client_free: still open */
+    if (--t->refs == 0) {       /* the last chan on it: its connection goes */
+        cl_gen_retire(t);
+        tdelete(t, &ch->client->targets, target_cmp);
+        free(t);
+    }
     free(ch);
 }

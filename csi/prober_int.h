@@ -125,6 +125,7 @@ struct csi_prober {
     struct pr_watch *watches;
     size_t nwatch, watch_cap;
     uint64_t epochs;
+    bool fd_limit_warned;          /* "Too many open files" logged once */
 };
 
 /* ---- prober_table.c ---- */

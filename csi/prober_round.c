@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -139,6 +140,25 @@ static void schedule_next(struct csi_prober *p, struct pinst *pi, enum reg_healt
     pr_schedule(p, pi, due);
 }
 
+/* A dial that hit the open-file limit (csifs raised it to the hard limit at
+ * start): one warning for the daemon's life, not one per instance past it;
+ * each instance's reason says it. */
+static void fd_limit_check(struct csi_prober *p, const char *reason)
+{
+    char emfile[160], buf[128];
+    if (p->fd_limit_warned || !reason || strncmp(reason, "connect: ", 9))
+        return;
+    snprintf(emfile, sizeof(emfile), "connect: %s", strerror_r(EMFILE, buf, sizeof(buf)));
+    if (strcmp(reason, emfile))
+        return;
+    struct rlimit rl = { 0 };
+    getrlimit(RLIMIT_NOFILE, &rl);
+    p->fd_limit_warned = true;
+    pr_log(p, LOG_WARNING, "the open-file limit (%llu) is reached: instances past it read "
+           "\"%s\" (raise LimitNOFILE= or ulimit -n; logged once)",
+           (unsigned long long)rl.rlim_cur, emfile);
+}
+
 /* The round is over: record it, then schedule the next one. */
 static enum pr_verdict finish(struct csi_prober *p, struct pinst *pi, enum reg_outcome outcome,
                               const char *reason)
@@ -150,6 +170,8 @@ static enum pr_verdict finish(struct csi_prober *p, struct pinst *pi, enum reg_o
     struct reg_probe pr = { .gen = pi->gen, .outcome = outcome, .reason = reason,
                             .latency_us = pi->latency_us };
     cnt_hist_observe(&cnt.probe[pi->type], pi->latency_us);
+    if (outcome == REG_PROBE_ERROR)
+        fd_limit_check(p, reason);
     pid_t pid = 0;
     if (outcome == REG_PROBE_OK && pi->fp) {
         pid = csi_chan_peer_pid(pi->ch);   /* who listened when it dialled */

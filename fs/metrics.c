@@ -139,6 +139,13 @@ static void tree(struct fs_buf *b, const struct snap *s)
         if (s->p[k].current[0])
             fs_buf_printf(b, "csifs_current_info{type=\"%s\",plugin=\"%s\",alloc=\"%s\"} 1\n",
                           reg_type_names[s->p[k].w.type], s->p[k].name, s->p[k].current);
+    family(b, "csifs_current_healthy", "gauge",
+           "1 when the instance `current` names is healthy, else 0.");
+    for (size_t k = 0; k < s->np; k++)
+        if (s->p[k].current[0])
+            fs_buf_printf(b, "csifs_current_healthy{type=\"%s\",plugin=\"%s\"} %d\n",
+                          reg_type_names[s->p[k].w.type], s->p[k].name,
+                          s->p[k].w.current_health == REG_HEALTHY);
     family(b, "csifs_probes_total", "counter", "Probe rounds recorded, by result.");
     for (size_t k = 0; k < s->np; k++)
         for (int r = 0; r < 3; r++)

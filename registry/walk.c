@@ -7,7 +7,8 @@
 static int walk_plugin(const struct plugin *p, const struct reg_walk_cb *cb)
 {
     struct reg_walk_plugin w = { .type = p->o.type, .name = p->o.name,
-                                 .current = p->shown ? p->shown->o.name : NULL };
+                                 .current = p->shown ? p->shown->o.name : NULL,
+                                 .current_health = p->shown ? p->shown->health : REG_UNKNOWN };
     memcpy(w.probes, p->probes, sizeof(w.probes));
     memcpy(w.health_changes, p->health_changes, sizeof(w.health_changes));
     for (const struct obj *o = p->head; o; o = o->next)

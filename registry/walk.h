@@ -17,6 +17,7 @@ struct reg_walk_plugin {
     const char *name;
     uint32_t instances[REG_NHEALTH];  /* by health */
     const char *current;             /* alloc name, or NULL */
+    enum reg_health current_health;  /* of current, when there is one */
     uint64_t probes[3];              /* by enum reg_outcome */
     uint64_t health_changes[REG_NHEALTH]; /* by the health entered */
 };

@@ -159,9 +159,13 @@ Test(install, installs_exactly_the_listed_files_and_uninstall_removes_them)
     cr_assert_eq(run("grep '^ExecStart=' '%s/usr/lib/systemd/system/csifs.service'", dest), 0);
     cr_assert(!strncmp(out, "ExecStart=/usr/bin/csifs -f ", 28), "%s", out);
 
+    /* a file of another program keeps its directory, and only it */
+    cr_assert_eq(run("mkdir -p '%s/usr/share/man/man1' && touch '%s/usr/share/man/man1/x.1'",
+                     dest, dest), 0, "%s", out);
     make_install(dest, "uninstall");
-    list_files(dest);
-    cr_assert_str_eq(out, "", "left behind after uninstall:\n%s", out);
+    cr_assert_eq(run("cd '%s' && find . -mindepth 1 | LC_ALL=C sort", dest), 0, "%s", out);
+    cr_assert_str_eq(out, "./usr\n./usr/share\n./usr/share/man\n./usr/share/man/man1\n"
+                     "./usr/share/man/man1/x.1\n", "left behind after uninstall:\n%s", out);
 }
 
 /* `make` builds the programs only; the Criterion binaries are `make test`'s.

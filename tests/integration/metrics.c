@@ -65,7 +65,8 @@ static double sum(const char *text, const char *prefix, const char *has)
 static const char *const families[][2] = {
     { "csifs_build_info", "gauge" }, { "csifs_start_time_seconds", "gauge" },
     { "csifs_plugins", "gauge" }, { "csifs_instances", "gauge" },
-    { "csifs_current_info", "gauge" }, { "csifs_probes_total", "counter" },
+    { "csifs_current_info", "gauge" }, { "csifs_current_healthy", "gauge" },
+    { "csifs_probes_total", "counter" },
     { "csifs_probe_duration_seconds", "histogram" },
     { "csifs_health_changes_total", "counter" }, { "csifs_events_total", "counter" },
     { "csifs_events_lost_total", "counter" }, { "csifs_event_readers", "gauge" },
@@ -137,6 +138,13 @@ static bool hung_unhealthy(void *arg)
     return h && !strcmp(h, "unhealthy");
 }
 
+static bool current_down(void *arg)
+{
+    (void)arg;
+    const char *h = tf_cat(&t, "csi-node/p/current/health");
+    return h && !strcmp(h, "unhealthy");
+}
+
 /* 2. Consistency with the tree, in one snapshot. */
 Test(metrics, agrees_with_the_tree)
 {
@@ -180,7 +188,18 @@ Test(metrics, agrees_with_the_tree)
     cr_assert_geq(sum(m, "csifs_health_changes_total{type=\"csi-node\",plugin=\"h\","
                          "health=\"unhealthy\"}", NULL), 1);
     cr_assert_geq(sum(m, "csifs_probe_duration_seconds_count{type=\"csi-node\"}", NULL), 2);
+    cr_assert(strstr(m, "\ncsifs_current_healthy{type=\"csi-node\",plugin=\"p\"} 1\n"), "%s", m);
     free(m);
+    /* p's only instance dies: current stays on it, and the gauge says 0,
+     * as `current/health` does; one sample per plugin with a current */
+    cr_assert_geq(tp_kill(&pa), 0);
+    cr_assert(tu_wait_for(current_down, NULL, 5000), "p/current still healthy");
+    m = slurp("metrics");
+    cr_assert(strstr(m, "\ncsifs_current_healthy{type=\"csi-node\",plugin=\"p\"} 0\n"), "%s", m);
+    cr_assert_eq(count_out("cat metrics | grep -c '^csifs_current_healthy{'"), 1);
+    cr_assert_str_eq(tf_cat(&t, "csi-node/p/current/health"), "unhealthy");
+    free(m);
+    check_families_and_promtool("current down");
 }
 
 /* 2, continued: with no socket set the prober commits nothing, so the

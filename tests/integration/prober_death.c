@@ -53,6 +53,29 @@ Test(prober_death, sigkill_is_unhealthy_at_once_and_restart_healthy_at_once)
     link_is("csi-node/p/current", "a");
 }
 
+/* Instances on one socket share one connection (one gRPC channel): its
+ * loss reaches every one of them at once, and the restarted plugin too. */
+Test(prober_death, instances_sharing_a_socket_all_see_its_death_at_once)
+{
+    spawn(OPTS);
+    struct tp_proc pa, pa2;
+    healthy_a(&pa, NULL);
+    pu_reg("csi-node/p/b", pu_sock("a.sock"));
+    pu_reg("csi-node/q/c", pu_sock("a.sock"));
+    WAIT_CAT("csi-node/p/b/health", "healthy", 2000);
+    WAIT_CAT("csi-node/q/c/health", "healthy", 2000);
+    cr_assert_geq(tp_kill(&pa), 0);
+    static const char *const all[] = { "csi-node/p/a", "csi-node/p/b", "csi-node/q/c" };
+    char rel[64];
+    for (int k = 0; k < 3; k++) {
+        snprintf(rel, sizeof(rel), "%s/health", all[k]);
+        WAIT_CAT(rel, "unhealthy", 1000);
+    }
+    cr_assert_eq(tf_sh(&t, "rmdir csi-node/p/a"), 0);   /* one user gone: the others go on */
+    PLUGIN(&pa2, pu_sock("a.sock"), "--type", "node", "--node-id", "na");
+    WAIT_CAT("csi-node/p/b/health", "healthy", 1000);
+    WAIT_CAT("csi-node/q/c/health", "healthy", 1000);
+}
 
 /* csi-node/p/a, served by the live plugin pa, reads unhealthy with reason
  * within a second (DESIGN 3: noticed at once), in one health event, and
