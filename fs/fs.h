@@ -47,6 +47,9 @@ int fs_attach(struct fs *fs, struct reg *reg);
 int fs_loop(struct fs *fs, bool signals);
 /* Make fs_loop return (any thread). */
 void fs_exit(struct fs *fs);
+/* Make fs_loop return at its next wake-up, touching nothing else (a signal
+ * handler may call it; the caller wakes the loop's thread). */
+void fs_loop_break(struct fs *fs);
 /* Requests served so far (a debug counter for tests and metrics). */
 uint64_t fs_requests(struct fs *fs);
 /* Requests of one op ("opendir", "getattr"... as csifs_fuse_requests_total
