@@ -14,6 +14,7 @@
 #define CSIFS_CSI_PROBER_INT_H
 
 #include "base/defaults.h"
+#include "base/knobs.h"
 #include "csi/client.h"
 #include "csi/prober.h"
 
@@ -27,24 +28,21 @@
 #define PR_BACKOFF_MAX_MS 5000
 #define PR_SPREAD_MAX_MS 5000      /* restored instances: over min(heartbeat, this) */
 #define PR_UNSCHEDULED UINT32_MAX
-/* A wake-up starts every round due within this many ms (fewer wake-ups; a
- * round is never more than this early) */
-#define PR_BATCH_MS 1
-/* Lanes: a round starts only while fewer than csi_prober.lanes rounds that
- * started less than PR_LANE_MS ago are in flight, so that rounds due
- * together (instances sharing a millisecond of the grid, the backlog after
- * a stall of the machine, a burst of pokes) go one after the other instead
- * of queueing behind each other in the plugins and in csifs. A round late
- * by PR_LATE_MS starts anyway, and there is one lane more for every
- * PR_LANE_RATE rounds a second the heartbeat asks for. */
-#define PR_LANE_MS 2
-#define PR_LATE_MS 100
-#define PR_LANE_RATE 4000
-/* A finished call does not wake the scheduler when it wakes by itself
- * within this many ms anyway (at high rates, for the next due round) and no
- * due round waits for a lane: a result is then applied at most this late,
- * and a probe costs one wake-up of the scheduler, not two */
-#define PR_DONE_LAG_MS 2
+/* The scheduler's knobs (values in base/knobs.h):
+ *   PR_BATCH_MS: a wake-up starts every round due within this many ms
+ *     (fewer wake-ups; a round is never more than this early).
+ *   Lanes: a round starts only while fewer than csi_prober.lanes rounds that
+ *     started less than PR_LANE_MS ago are in flight, so that rounds due
+ *     together (instances sharing a millisecond of the grid, the backlog
+ *     after a stall of the machine, a burst of pokes) go one after the other
+ *     instead of queueing behind each other in the plugins and in csifs. A
+ *     round late by PR_LATE_MS starts anyway, and there is one lane more for
+ *     every PR_LANE_RATE rounds a second the heartbeat asks for.
+ *   PR_DONE_LAG_MS: a finished call does not wake the scheduler when it
+ *     wakes by itself within this many ms anyway (at high rates, for the
+ *     next due round) and no due round waits for a lane: a result is then
+ *     applied at most this late, and a probe costs one wake-up of the
+ *     scheduler, not two. */
 
 /* The calls of a round, in order (PR_SERVICE_CAPS: NodeGetCapabilities or
  * ControllerGetCapabilities by type; csi-controller skips PR_NODE_INFO). */

@@ -6,7 +6,6 @@
 #include "fs/oplog.h"
 #include "fs/serve.h"
 #include "fs/testopt.h"
-#include "fs/workq.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -53,18 +52,18 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .lookup = fs_op_lookup,
     .forget = fs_op_forget,
     .getattr = fs_op_getattr,
-    .setattr = fs_q_setattr,          /* fs_op_setattr on a writer (workq.h) */
+    .setattr = fs_op_setattr,        /* answered after its commit (ops_write.c), */
     .readlink = fs_op_readlink,
     .mknod = fs_op_mknod,            /* EPERM: only mkdir and symlink make names */
-    .mkdir = fs_q_mkdir,              /* so are all that commit: */
-    .unlink = fs_q_unlink,
-    .rmdir = fs_q_rmdir,
-    .symlink = fs_q_symlink,
-    .rename = fs_q_rename,
+    .mkdir = fs_op_mkdir,            /* as are all that commit: */
+    .unlink = fs_op_unlink,
+    .rmdir = fs_op_rmdir,
+    .symlink = fs_op_symlink,
+    .rename = fs_op_rename,
     .link = fs_op_link,              /* EPERM */
     .open = fs_op_open,
     .read = fs_op_read,
-    .write = fs_q_write,
+    .write = fs_op_write,
     .flush = NULL,                   /* nothing buffered: libfuse answers ENOSYS, the
                                         kernel stops sending it */
     .release = fs_op_release,
@@ -93,20 +92,6 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .readdirplus = fs_op_readdirplus,
     .copy_file_range = NULL,         /* read and write serve */
     .lseek = NULL,                   /* no holes: SEEK_DATA/HOLE default */
-};
-
-/* The handlers the fs_q_* entries above hand to the writers (workq.h). Each
- * session runs them through its own copy, fs->commit, which the log of
- * refusals (oplog.h) and the test options (testopt.h) wrap: so a wrapper
- * runs on the thread that runs the handler (csifs_why() is thread-local). */
-static const struct fuse_lowlevel_ops fs_commit_ops = {
-    .setattr = fs_op_setattr,
-    .mkdir = fs_op_mkdir,
-    .unlink = fs_op_unlink,
-    .rmdir = fs_op_rmdir,
-    .symlink = fs_op_symlink,
-    .rename = fs_op_rename,
-    .write = fs_op_write,
 };
 
 /* Entries and attributes are cached for a day: every change invalidates
@@ -164,6 +149,8 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     fs->mount_ns = (int64_t)time(NULL) * 1000000000;
     fs->entry_timeout = fs->attr_timeout = CACHE_SECONDS;
     pthread_mutex_init(&fs->fh_mu, NULL);
+    pthread_mutex_init(&fs->calls_mu, NULL);
+    pthread_cond_init(&fs->calls_cv, NULL);
     LIST_INIT(&fs->open_fhs);
     pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
     int rc = fs_events_init(fs);
@@ -181,11 +168,13 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     if (rc == 0 && fuse_opt_add_arg(&args, "-oallow_other,default_permissions,"
                                            "fsname=csifs,subtype=csifs") < 0)
         rc = -ENOMEM;
-    /* the writers' table, wrapped (see fs_commit_ops) */
-    fs->commit = fs_commit_ops;
-    fs_oplog_wrap(&fs->commit);
-    fs_testopt_wrap(&fs->commit);
-    if (rc == 0 && !(fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs)))
+    /* The session's table (libfuse copies it): the committing handlers
+     * wrapped by the log of refusals (oplog.h) and the test options
+     * (testopt.h), on the FUSE thread (csifs_why() is thread-local). */
+    struct fuse_lowlevel_ops ops = fs_ops;
+    fs_oplog_wrap(&ops);
+    fs_testopt_wrap(&ops);
+    if (rc == 0 && !(fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs)))
         rc = -EINVAL;
     fuse_opt_free_args(&args);
     if (rc < 0) {
@@ -223,18 +212,33 @@ int fs_attach(struct fs *fs, struct reg *reg)
     return rc < 0 ? rc : reg_on_events(reg, on_events, fs);
 }
 
+void fs_calls_add(struct fs *fs, int d)
+{
+    pthread_mutex_lock(&fs->calls_mu);
+    if ((fs->calls += d) == 0)
+        pthread_cond_broadcast(&fs->calls_cv);
+    pthread_mutex_unlock(&fs->calls_mu);
+}
+
+/* Wait until the commit thread answered every queued request. */
+static void fs_calls_drain(struct fs *fs)
+{
+    pthread_mutex_lock(&fs->calls_mu);
+    while (fs->calls > 0)
+        pthread_cond_wait(&fs->calls_cv, &fs->calls_mu);
+    pthread_mutex_unlock(&fs->calls_mu);
+}
+
 int fs_loop(struct fs *fs, bool signals)
 {
     if (signals && fuse_set_signal_handlers(fs->se) != 0)
         return -EIO;
     if (signals)
         signal(SIGHUP, SIG_IGN);     /* no stop from `systemctl reload` (DESIGN 9) */
-    /* One FUSE thread, this one (serve.h); what commits runs on the
-     * writers (workq.h). */
-    int rc = fs_workq_start(fs);
-    if (rc == 0)
-        rc = fs_serve(fs->se);
-    fs_workq_stop(fs);
+    /* One FUSE thread, this one (serve.h); the registry's commit thread
+     * answers what commits: no request is left unanswered at exit. */
+    int rc = fs_serve(fs->se);
+    fs_calls_drain(fs);
     if (signals)
         fuse_remove_signal_handlers(fs->se);
     return rc < 0 ? rc : 0;
@@ -264,6 +268,8 @@ void fs_destroy(struct fs *fs)
     fs_inval_stop(fs);
     fs_fh_release_all(fs);           /* files the connection ended with (node.h) */
     pthread_mutex_destroy(&fs->fh_mu);
+    pthread_cond_destroy(&fs->calls_cv);
+    pthread_mutex_destroy(&fs->calls_mu);
     if (fs->se) {
         fs_events_fini(fs);
         if (fs->mounted)

@@ -5,8 +5,9 @@
  * (checks the FUSE options, touches nothing) then fs_session_mount();
  * fs_attach() hands it the registry and starts the notifier thread (after
  * any fork); fs_loop() serves requests until unmounted, fs_exit() or a
- * signal: on one FUSE thread, and the ones that commit on writer threads it
- * starts and stops (fs/workq.h).
+ * signal, on one FUSE thread (fs/serve.h) that never waits for a commit: a
+ * committing request is answered by the registry's commit thread
+ * (fs/ops_write.c), and fs_loop returns once every one is answered.
  */
 #ifndef CSIFS_FS_H
 #define CSIFS_FS_H

@@ -49,7 +49,6 @@ enum fs_op {
 extern const char *const fs_op_names[FS_NOPS];
 
 struct fs_lookups;
-struct fs_workq;
 
 struct fs {
     struct fuse_session *se;
@@ -64,7 +63,6 @@ struct fs {
     struct fs_events *events;    /* readers of <mnt>/events (events_file.c) */
     struct fs_inval *inval;      /* notifier thread and pollers (inval.c) */
     struct fs_lookups *lookups;  /* inodes the kernel knows (lookups.c) */
-    struct fs_workq *workq;      /* writer threads (workq.c), while fs_loop runs */
     /* Open files: a file still open when the connection ends gets no
      * RELEASE; fs_destroy releases them (fs_fh_release_all). Leaf lock. */
     pthread_mutex_t fh_mu;
@@ -84,10 +82,15 @@ struct fs {
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
     void (*on_init)(void *arg);  /* fs_opts.on_init */
     void *on_init_arg;
-    /* the committing handlers the writers run, as wrapped by oplog and
-     * testopt (fs.c's fs_commit_ops; workq.h) */
-    struct fuse_lowlevel_ops commit;
+    /* Committing requests queued and not yet answered (ops_write.c), under
+     * calls_mu (a leaf lock): fs_loop waits for none before it returns. */
+    pthread_mutex_t calls_mu;
+    pthread_cond_t calls_cv;
+    long calls;
 };
+
+/* Count a committing request in (1) or out (-1) (ops_write.c). */
+void fs_calls_add(struct fs *fs, int d);
 
 /* The mount a request is for; counts the request. */
 static inline struct fs *fs_req(fuse_req_t req, enum fs_op op)

@@ -7,7 +7,7 @@
  *     of current, at info.
  * fs_oplog_wrap keeps the handlers it wraps in static storage, one set per
  * process: every session wraps its own copy of the same table (fs.c's
- * fs_commit_ops, fs->commit), so the originals are the same for all. The
+ * fs_ops, copied per session), so the originals are the same for all. The
  * subscriber is per registry (its arg). */
 #ifndef CSIFS_OPLOG_H
 #define CSIFS_OPLOG_H

@@ -2,33 +2,131 @@
  * Each resolves where it is asked to act, refuses what DESIGN section 5
  * refuses (the "where" rows before the "name" rows), then calls the kind's
  * operation (one registry call). Whatever is refused leaves everything as
- * it was. */
+ * it was.
+ *
+ * They run on the FUSE thread, which never waits for a commit: each
+ * handler notes what its answer needs in a call (struct call) and hands it
+ * to the registry with the mutation (reg_reply_set). A refusal is answered
+ * at once; a queued mutation is answered by call_done on the registry's
+ * commit thread after the commit that holds it (DESIGN 7), with no registry
+ * lock held. The answer invalidates nothing that can block: the entry
+ * invalidations of a change go to the notifier thread (inval.h), which
+ * neither the FUSE thread nor the commit thread waits for (DESIGN 10). No
+ * interrupt handler: an interrupted caller's change commits anyway and its
+ * late answer is dropped by the kernel (libfuse ignores ENOENT). At exit,
+ * fs_loop waits for every call to be answered (fs_calls_drain). */
 #include "fs/ops.h"
+#include "fs/serve.h"
+#include "fs/testopt.h"
 #include "base/log.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A committing request until it is answered. */
+struct call {
+    fuse_req_t req;
+    struct fs *fs;
+    void (*answer)(struct call *c, int rc);
+    struct fs_node dir;              /* mkdir, symlink, rename: where; setattr: the node */
+    fuse_ino_t ino;                  /* setattr */
+    size_t size;                     /* write */
+    char name[];                     /* mkdir, symlink: the child; rename: the link */
+};
+
+static void answer_err(struct call *c, int rc)
+{
+    fuse_reply_err(c->req, -rc);
+}
+
+static void answer_child(struct call *c, int rc)
+{
+    fs_reply_child(c->req, c->fs, rc, &c->dir, c->name);
+}
+
+/* A call for req, counted until answered (fs_calls_drain); NULL: no memory. */
+static struct call *call_new(fuse_req_t req, struct fs *fs, void (*answer)(struct call *, int),
+                             const char *name)
+{
+    size_t len = name ? strlen(name) + 1 : 1;
+    struct call *c = calloc(1, sizeof(*c) + len);
+    if (!c)
+        return NULL;
+    c->req = req;
+    c->fs = fs;
+    c->answer = answer;
+    if (name)
+        memcpy(c->name, name, len);
+    fs_calls_add(fs, 1);
+    return c;
+}
+
+static void call_free(struct call *c)
+{
+    struct fs *fs = c->fs;
+    free(c);
+    fs_calls_add(fs, -1);
+}
+
+/* On the commit thread: the mutation's outcome, then the answer. */
+static void call_done(void *arg, int rc)
+{
+    struct call *c = arg;
+    fs_testopt_before_reply();
+    c->answer(c, rc);
+    call_free(c);
+}
+
+/* Around the registry call of c's request: from call_begin on, a mutation
+ * it submits is queued with c as its reply (REG_QUEUED); call_end answers
+ * c now when it was not (refused, or nothing to commit). */
+static void call_begin(struct call *c)
+{
+    reg_reply_set(call_done, c);
+}
+
+static void call_end(struct call *c, int rc)
+{
+    reg_reply_set(NULL, NULL);
+    if (rc == REG_QUEUED) {
+        fs_serve_handed_off();       /* the commit thread answers */
+        return;
+    }
+    c->answer(c, rc);
+    call_free(c);
+}
+
+/* A directory op (mkdir, rmdir): the parent's kind's operation. */
+static void dir_op(fuse_req_t req, enum fs_op fop, fuse_ino_t parent, const char *name,
+                   void (*answer)(struct call *, int))
+{
+    struct fs *fs = fs_req(req, fop);
+    struct call *c = call_new(req, fs, answer, name);
+    if (!c) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    int rc = fs_resolve(fs, parent, &c->dir);
+    const struct fs_kind_def *k = &fs_kinds[c->dir.kind];
+    int (*op)(struct fs *, const struct fs_node *, const char *) =
+        rc < 0 ? NULL : fop == FS_OP_MKDIR ? k->mkdir : k->rmdir;
+    call_begin(c);
+    if (rc == 0)
+        rc = op ? op(fs, &c->dir, name) : -EPERM;
+    call_end(c, rc);
+}
 
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     (void)mode;
-    struct fs *fs = fs_req(req, FS_OP_MKDIR);
-    struct fs_node dir;
-    int rc = fs_resolve(fs, parent, &dir);
-    if (rc == 0)
-        rc = fs_kinds[dir.kind].mkdir ? fs_kinds[dir.kind].mkdir(fs, &dir, name) : -EPERM;
-    fs_reply_child(req, fs, rc, &dir, name);
+    dir_op(req, FS_OP_MKDIR, parent, name, answer_child);
 }
 
 void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_req(req, FS_OP_RMDIR);
-    struct fs_node dir;
-    int rc = fs_resolve(fs, parent, &dir);
-    if (rc == 0)
-        rc = fs_kinds[dir.kind].rmdir ? fs_kinds[dir.kind].rmdir(fs, &dir, name) : -EPERM;
-    fuse_reply_err(req, -rc);
+    dir_op(req, FS_OP_RMDIR, parent, name, answer_err);
 }
 
 static int check_target(const char *target)
@@ -45,60 +143,84 @@ static int check_target(const char *target)
 void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
     struct fs *fs = fs_req(req, FS_OP_SYMLINK);
-    struct fs_node dir, n;
+    struct call *c = call_new(req, fs, answer_child, name);
+    if (!c) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    struct fs_node n;
     struct pending_link l;
-    int rc = fs_resolve(fs, parent, &dir);
-    if (rc == 0 && !fs_kinds[dir.kind].may_hold_links)
+    int rc = fs_resolve(fs, parent, &c->dir);
+    if (rc == 0 && !fs_kinds[c->dir.kind].may_hold_links)
         rc = -EPERM;
-    if (rc == 0 && fs_child(fs, &dir, name, &n) == 0)
+    if (rc == 0 && fs_child(fs, &c->dir, name, &n) == 0)
         rc = -EEXIST;
     if (rc == 0)
         rc = check_target(target);
+    call_begin(c);
     if (rc == 0 && !strcmp(name, fs_kinds[K_SOCKET].name))
-        rc = reg_socket_set(fs->reg, dir.r.seq, target);
+        rc = reg_socket_set(fs->reg, c->dir.r.seq, target);
     else if (rc == 0 && (rc = reg_name_check(name)) == 0)
-        rc = pending_add(&fs->pend, dir.r.seq, name, target, &l);
-    fs_reply_child(req, fs, rc, &dir, name);
+        rc = pending_add(&fs->pend, c->dir.r.seq, name, target, &l);
+    call_end(c, rc);
 }
 
 void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fs *fs = fs_req(req, FS_OP_UNLINK);
+    struct call *c = call_new(req, fs, answer_err, NULL);
+    if (!c) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
     struct fs_node dir, n;
     int rc = fs_resolve(fs, parent, &dir);
     if (rc == 0)
         rc = fs_child(fs, &dir, name, &n);
+    call_begin(c);
     if (rc == 0) {
         const struct fs_kind_def *k = &fs_kinds[n.kind];
         rc = k->unlink ? k->unlink(fs, &n, name) : k->fmt == S_IFDIR ? -EISDIR : -EPERM;
     }
-    fuse_reply_err(req, -rc);
+    call_end(c, rc);
+}
+
+/* The socket is set: the pending link it came from goes. */
+static void answer_rename(struct call *c, int rc)
+{
+    if (rc == 0)
+        pending_del(&c->fs->pend, c->dir.r.seq, c->name);
+    fuse_reply_err(c->req, -rc);
 }
 
 void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                   fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
     struct fs *fs = fs_req(req, FS_OP_RENAME);
-    struct fs_node dir, n, old;
+    struct call *c = call_new(req, fs, answer_rename, name);
+    if (!c) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    struct fs_node *dir = &c->dir, n, old;
     struct pending_link l;
-    int rc = fs_resolve(fs, parent, &dir);
+    int rc = fs_resolve(fs, parent, dir);
     /* Only a pending link renamed onto `socket` in its own dir. */
-    if (rc == 0 && (parent != newparent || !fs_kinds[dir.kind].may_hold_links ||
+    if (rc == 0 && (parent != newparent || !fs_kinds[dir->kind].may_hold_links ||
                     strcmp(newname, fs_kinds[K_SOCKET].name) || (flags & ~RENAME_NOREPLACE)))
         rc = -EPERM;
-    if (rc == 0 && fs_child(fs, &dir, name, &n) < 0)
+    if (rc == 0 && fs_child(fs, dir, name, &n) < 0)
         rc = -ENOENT;
     if (rc == 0 && n.kind != K_PENDING)
         rc = -EPERM;
-    if (rc == 0 && (flags & RENAME_NOREPLACE) && fs_child(fs, &dir, newname, &old) == 0)
+    if (rc == 0 && (flags & RENAME_NOREPLACE) && fs_child(fs, dir, newname, &old) == 0)
         rc = -EEXIST;
     if (rc == 0)
         rc = pending_get(&fs->pend, n.pending, &l);
+    call_begin(c);
     if (rc == 0)
-        rc = reg_socket_set(fs->reg, dir.r.seq, l.target);
-    if (rc == 0)
-        pending_del(&fs->pend, dir.r.seq, name);
-    fuse_reply_err(req, -rc);
+        rc = reg_socket_set(fs->reg, dir->r.seq, l.target);
+    call_end(c, rc);
 }
 
 /* The kind's write, or why there is none. */
@@ -111,16 +233,42 @@ static int write_node(struct fs *fs, const struct fs_node *n, const char *buf, s
     return k->write(fs, n, buf, len, off);
 }
 
+static void answer_write(struct call *c, int rc)
+{
+    if (rc < 0)
+        fuse_reply_err(c->req, -rc);
+    else
+        fuse_reply_write(c->req, c->size);
+}
+
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                  struct fuse_file_info *fi)
 {
     struct fs *fs = fs_req(req, FS_OP_WRITE);
+    struct call *c = call_new(req, fs, answer_write, NULL);
+    if (!c) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
     const struct fs_fh *h = fs_fh_get(fs, fi->fh, ino);
-    int rc = h ? write_node(fs, &h->n, buf, size, off) : -EBADF;
-    if (rc < 0)
-        fuse_reply_err(req, -rc);
-    else
-        fuse_reply_write(req, size);
+    c->size = size;
+    call_begin(c);
+    call_end(c, h ? write_node(fs, &h->n, buf, size, off) : -EBADF);
+}
+
+/* The node's attributes as they are after the change. */
+static void answer_setattr(struct call *c, int rc)
+{
+    struct fs_node n;
+    struct stat st;
+    if (rc == 0)
+        rc = fs_resolve(c->fs, c->ino, &n);
+    if (rc < 0) {
+        fuse_reply_err(c->req, -rc);
+        return;
+    }
+    fs_stat(c->fs, &n, &st);
+    fuse_reply_attr(c->req, &st, c->fs->attr_timeout);
 }
 
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -128,10 +276,17 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 {
     (void)fi;
     struct fs *fs = fs_req(req, FS_OP_SETATTR);
+    struct call *c = call_new(req, fs, answer_setattr, NULL);
+    if (!c) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
     struct fs_node n;
     int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
                 FUSE_SET_ATTR_MTIME_NOW;
+    c->ino = ino;
     int rc = fs_resolve(fs, ino, &n);
+    call_begin(c);
     if (rc == 0 && (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
         rc = -EPERM;
     else if (rc == 0 && !(to_set & FUSE_SET_ATTR_SIZE) && (to_set & times))
@@ -140,15 +295,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
         /* a truncate is a write of nothing at the new size: the kind
          * refuses what is not writable, then any size but 0 (EINVAL) */
         rc = write_node(fs, &n, "", 0, attr->st_size);
-    struct stat st;
-    if (rc == 0)
-        rc = fs_resolve(fs, ino, &n);
-    if (rc < 0) {
-        fuse_reply_err(req, -rc);
-        return;
-    }
-    fs_stat(fs, &n, &st);
-    fuse_reply_attr(req, &st, fs->attr_timeout);
+    call_end(c, rc);
 }
 
 /* Nothing is made but by mkdir and symlink (DESIGN 5). */

@@ -13,11 +13,12 @@
  * runnable on it and stops at the first yield that ran another task (on a
  * busy CPU a sleeping thread's request wakes it ahead of the others, a
  * polling one would wait its turn: 35 ms once in events_order), and lasts
- * FS_SPIN_NS after the last request only, and not after one handed to a
- * writer (whose commit answers it later): an idle csifs sleeps in poll(2)
+ * FS_SPIN_NS after the last request only, and not after one handed to the
+ * commit thread (which answers it later): an idle csifs sleeps in poll(2)
  * as before. */
 #include "fs/serve.h"
 #include "base/defaults.h"
+#include "base/knobs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,16 +30,13 @@
 #include <string.h>
 #include <time.h>
 
-/* How long the thread stays awake after a request: more than a reader's
- * work between two requests (ls -lR: about 90 us per directory here). */
-#ifndef FS_SPIN_NS                  /* -DFS_SPIN_NS=0: sleep at once, as before */
-#define FS_SPIN_NS 200000
-#endif
-/* A sched_yield that took longer ran another task: the CPU is contended. */
-#define FS_YIELD_BUSY_NS 20000
+/* FS_SPIN_NS, how long the thread stays awake after a request (more than a
+ * reader's work between two requests: ls -lR about 90 us per directory
+ * here; -DFS_SPIN_NS=0 sleeps at once), and FS_YIELD_BUSY_NS, a
+ * sched_yield that took longer ran another task: base/knobs.h. */
 
 /* Set by fs_serve_handed_off during a request: its answer comes from
- * another thread, later (a writer's commit), so no poll after it. */
+ * another thread, later (the commit thread), so no poll after it. */
 static _Thread_local bool handed_off;
 
 /* When the last request was finished (atomic): fs_serve_last_done_ns. */

@@ -10,7 +10,8 @@
 
 int fs_serve(struct fuse_session *se);
 /* From a handler on the FUSE thread: this request is answered by another
- * thread later (workq.h), so the loop does not poll after it. */
+ * thread later (the registry's commit thread), so the loop does not poll
+ * after it. */
 void fs_serve_handed_off(void);
 
 /* When the FUSE thread last finished a request (csifs_mono_ns; 0: none

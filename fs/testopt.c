@@ -3,8 +3,10 @@
 #include "fs/testopt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef CSIFS_TEST_OPTS
 #include "fs/inval.h"
@@ -15,6 +17,7 @@
 static struct {
     bool hold_mkdir, hold_inval;
     int held;                        /* requests held so far (atomic) */
+    char stall_reply[256];           /* debug_stall_reply's FILE, "" without */
 } topt;
 static struct fuse_lowlevel_ops orig;
 
@@ -28,6 +31,19 @@ static void hold_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
     if (topt.hold_inval)
         fs_inval_entry(fuse_req_userdata(req), parent, name);
     /* req is never answered nor freed: the test kills the process */
+}
+
+void fs_testopt_before_reply(void)
+{
+    if (!topt.stall_reply[0])
+        return;
+    csifs_log(LOG_WARNING, "debug_stall_reply: committed, never answering (%s)",
+              topt.stall_reply);
+    int fd = open(topt.stall_reply, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    for (;;)
+        pause();                     /* the test kills the process */
 }
 
 struct topt_row {
@@ -57,10 +73,19 @@ static int set_shared_fd(const char *val, char *err, size_t errlen)
     return 1;
 }
 
+static int set_stall_reply(const char *val, char *err, size_t errlen)
+{
+    if (val[0] != '/' || strlen(val) >= sizeof(topt.stall_reply))
+        return snprintf(err, errlen, "debug_stall_reply=%s: an absolute path", val), -EINVAL;
+    strcpy(topt.stall_reply, val);
+    return 1;
+}
+
 static const struct topt_row rows[] = {
     { "debug_hold=", set_hold },
     { "debug_hold_inval", set_hold_inval },
     { "debug_notifier_shared_fd", set_shared_fd },
+    { "debug_stall_reply=", set_stall_reply },
 };
 
 int fs_testopt_parse(const char *opt, char *err, size_t errlen)
@@ -96,6 +121,10 @@ int fs_testopt_parse(const char *opt, char *err, size_t errlen)
 void fs_testopt_wrap(struct fuse_lowlevel_ops *ops)
 {
     (void)ops;
+}
+
+void fs_testopt_before_reply(void)
+{
 }
 
 #endif

@@ -10,6 +10,11 @@
  *                      invalidate the held name in that directory, so its
  *                      thread blocks in the kernel on the caller's lock
  *                      (the wedge of issue 13)
+ *   debug_stall_reply=FILE
+ *                      the commit thread stops for good after the first
+ *                      commit that holds a FUSE request, before answering
+ *                      it, once it has created FILE (the test then kills
+ *                      csifs: the change must be durable)
  *   debug_notifier_shared_fd
  *                      the notifier writes through the process's own
  *                      /dev/fuse fd, not its private clone: a SIGKILL then
@@ -26,5 +31,8 @@
 int fs_testopt_parse(const char *opt, char *err, size_t errlen);
 /* Wrap the handlers the options given act on (nothing without them). */
 void fs_testopt_wrap(struct fuse_lowlevel_ops *ops);
+/* On the commit thread, after a commit and before the answer to a request
+ * it holds: debug_stall_reply stops here. Nothing otherwise. */
+void fs_testopt_before_reply(void);
 
 #endif

@@ -127,7 +127,7 @@ static void apply_probe(struct reg *reg, struct mut *m)
     mut_update_current(reg, m, i->plugin, NULL);
 }
 
-static const struct mut_kind probe_commit = { rec_probe, apply_probe, NULL };
+static const struct mut_kind probe_commit = { rec_probe, apply_probe, NULL, NULL };
 /* Event seqs are persisted as used in blocks (mutate.c): a probe applied
  * without a commit needs this many left in the block. */
 #define PROBE_EV_ROOM 4096

@@ -2,6 +2,7 @@
  * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
 #include "base/counters.h"
+#include "base/knobs.h"
 #include "base/log.h"
 
 #include <assert.h>
@@ -13,7 +14,6 @@
 #include <unistd.h>
 
 #define EV_BLOCK 65536          /* event seqs reserved per meta extension */
-#define GATHER_US 200           /* a leader waits this long for its batch to fill */
 
 #ifdef CSIFS_TEST_OPTS
 int reg_test_commit_delay_ms;
@@ -209,20 +209,40 @@ static void settle(struct reg *reg, struct mut *m, bool applied)
         m->k->undo(reg, m);
 }
 
-static void finish(struct mut *list, struct mut *self, int rc)
+/* Answer every mutation of list with rc (wlock held on entry and return):
+ * wake the waiting callers; then, with wlock released, run the queued
+ * ones' fin and reply, in order, and free them. */
+static void answer(struct reg *reg, struct mut *list, int rc)
 {
+    struct mut *queued = NULL, **tail = &queued;
     for (struct mut *m = list, *next; m; m = next) {
-        next = m->next;
+        next = m->next;              /* a woken caller may free m */
         m->rc = rc;
-        m->done = true;
-        if (m != self)
+        if (m->reply) {
+            m->next = NULL;
+            *tail = m;
+            tail = &m->next;
+        } else {
+            m->done = true;
             pthread_cond_signal(&m->cv);
+        }
     }
+    if (!queued)
+        return;
+    pthread_mutex_unlock(&reg->wlock);
+    for (struct mut *m = queued, *next; m; m = next) {
+        next = m->next;
+        if (m->k->fin)
+            m->k->fin(reg, m, rc);
+        m->reply(m->reply_arg, rc);
+        mut_free(m);
+    }
+    pthread_mutex_lock(&reg->wlock);
 }
 
-/* Writers answered together come back together: after a batch of n, the
- * next leader waits up to GATHER_US for n queued mutations (released
- * wlock) rather than committing the first one alone. A lone writer never
+/* Callers answered together come back together: after a batch of n, the
+ * commit thread waits up to MUT_GATHER_US for n queued mutations (released
+ * wlock) rather than committing the first one alone. A lone caller never
  * waits. */
 static void gather(struct reg *reg)
 {
@@ -231,7 +251,7 @@ static void gather(struct reg *reg)
         return;
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_nsec += GATHER_US * 1000L;
+    dl.tv_nsec += MUT_GATHER_US * 1000L;
     if (dl.tv_nsec >= 1000000000L) {
         dl.tv_sec++;
         dl.tv_nsec -= 1000000000L;
@@ -269,15 +289,13 @@ static void count_mutation(const struct reg_change *ch, int nch, bool commit)
 }
 
 /* Commit and apply every queued mutation: wlock held on entry and return. */
-static void lead(struct reg *reg, struct mut *self)
+static void lead(struct reg *reg)
 {
-    reg->leading = true;
     gather(reg);
     struct mut *batch = reg->qhead;
     reg->qhead = NULL;
     reg->qtail = &reg->qhead;
     reg->inflight = batch;
-    reg->leading = true;
     size_t nb = reg->qlen;
     reg->qlen = 0;
     reg->last_batch = nb;
@@ -323,12 +341,12 @@ static void lead(struct reg *reg, struct mut *self)
         settle(reg, m, rc == 0);
     for (struct mut *m = behind; m; m = m->next)
         settle(reg, m, false);
-    finish(behind, self, rc);
     if (room_known) {
         reg->room = room;
         reg->room_known = true;
     }
     reg->inflight = NULL;
+    answer(reg, behind, rc);
     if (rc == 0) {
         pthread_mutex_unlock(&reg->wlock);
         for (struct mut *m = batch; m; m = m->next) {
@@ -338,10 +356,62 @@ static void lead(struct reg *reg, struct mut *self)
         mut_publish(reg, ev0, ev1);
         pthread_mutex_lock(&reg->wlock);
     }
-    finish(batch, self, rc);
-    reg->leading = false;
-    if (reg->qhead)
-        pthread_cond_signal(&reg->qhead->cv);
+    answer(reg, batch, rc);
+}
+
+/* The commit thread: leads every batch, until mut_stop and an empty queue. */
+static void *committer(void *arg)
+{
+    struct reg *reg = arg;
+    pthread_mutex_lock(&reg->wlock);
+    for (;;) {
+        while (!reg->qhead && !reg->commit_stop)
+            pthread_cond_wait(&reg->commit_cv, &reg->wlock);
+        if (!reg->qhead)
+            break;
+        lead(reg);
+    }
+    pthread_mutex_unlock(&reg->wlock);
+    return NULL;
+}
+
+void mut_stop(struct reg *reg)
+{
+    pthread_mutex_lock(&reg->wlock);
+    reg->commit_stop = true;
+    bool started = reg->commit_started;
+    pthread_cond_signal(&reg->commit_cv);
+    pthread_mutex_unlock(&reg->wlock);
+    if (started)
+        pthread_join(reg->commit_th, NULL);
+}
+
+struct mut *mut_new(const struct mut_kind *k, size_t ctx_size)
+{
+    size_t head = (sizeof(struct mut) + 15) & ~(size_t)15;
+    struct mut *m = calloc(1, head + ctx_size);
+    if (!m)
+        return NULL;
+    m->k = k;
+    m->heap = true;
+    m->ctx = ctx_size ? (char *)m + head : NULL;
+    return m;
+}
+
+void mut_free(struct mut *m)
+{
+    free(m);
+}
+
+static _Thread_local struct {
+    reg_reply_fn fn;
+    void *arg;
+} reply;
+
+void reg_reply_set(reg_reply_fn fn, void *arg)
+{
+    reply.fn = fn;
+    reply.arg = arg;
 }
 
 static _Thread_local struct reg_caller caller;
@@ -359,7 +429,12 @@ int mut_submit(struct reg *reg, struct mut *m)
     m->who = caller;
     size_t links = reg->pend_links + (m->add ? 1 : 0);
     int rc = 0;
-    if (links && (ht_full(&reg->seqs, links) || ht_full(&reg->names, links))) {
+    if (!reg->commit_started && !reg->commit_stop &&
+        (rc = -pthread_create(&reg->commit_th, NULL, committer, reg)) == 0)
+        reg->commit_started = true;
+    if (!reg->commit_started && rc == 0)
+        rc = -ESHUTDOWN;             /* after mut_stop: a bug of the caller */
+    if (rc == 0 && links && (ht_full(&reg->seqs, links) || ht_full(&reg->names, links))) {
         pthread_rwlock_wrlock(&reg->lock);
         rc = model_reserve(reg, links);
         pthread_rwlock_unlock(&reg->lock);
@@ -368,6 +443,11 @@ int mut_submit(struct reg *reg, struct mut *m)
         if (m->k->undo)
             m->k->undo(reg, m);
         pthread_mutex_unlock(&reg->wlock);
+        if (m->heap) {
+            if (m->k->fin)
+                m->k->fin(reg, m, rc);
+            mut_free(m);
+        }
         return rc;
     }
     reg->pend_links = links;
@@ -378,18 +458,33 @@ int mut_submit(struct reg *reg, struct mut *m)
     m->rec.op = (enum store_op)-1;   /* not the first record of its object yet */
     m->done = false;
     m->next = NULL;
-    pthread_cond_init(&m->cv, NULL);
+    bool queued = m->heap && reply.fn;
+    if (queued) {
+        m->reply = reply.fn;
+        m->reply_arg = reply.arg;
+        reply.fn = NULL;             /* one mutation per reply */
+    } else {
+        pthread_cond_init(&m->cv, NULL);
+    }
     *reg->qtail = m;
     reg->qtail = &m->next;
     if (++reg->qlen == reg->gather)
         pthread_cond_signal(&reg->gather_cv);
-    while (!m->done && (reg->leading || reg->qhead != m))
+    pthread_cond_signal(&reg->commit_cv);
+    if (queued) {
+        pthread_mutex_unlock(&reg->wlock);
+        return REG_QUEUED;
+    }
+    while (!m->done)
         pthread_cond_wait(&m->cv, &reg->wlock);
-    if (!m->done)
-        lead(reg, m);
     rc = m->rc;
     pthread_mutex_unlock(&reg->wlock);
     pthread_cond_destroy(&m->cv);
+    if (m->heap) {
+        if (m->k->fin)
+            m->k->fin(reg, m, rc);
+        mut_free(m);
+    }
     return rc;
 }
 

@@ -1,20 +1,22 @@
 /* Internal to registry/: the one mutation path, a group-commit pipeline.
  *
- *   1. A writer takes wlock and validates against the writers' view: the
+ *   1. A caller takes wlock and validates against the writers' view: the
  *      model plus every mutation queued and not yet applied (the w_* fields
  *      of model.h, and mut_find_plugin/mut_find_inst for queued adds). It
  *      allocates everything apply will need, marks the writers' view, and
  *      calls mut_submit(), which reserves index room and queues it.
- *   2. The first queued writer when no batch is in flight leads: it takes
+ *   2. The registry's commit thread (started with the first mutation) takes
  *      every queued mutation, releases wlock, builds one LMDB transaction
- *      (one record per object: later mutations of the same object patch its
- *      record), commits it (one fsync), then under wlock and one write lock
- *      of the model applies the batch in order and appends its events
- *      (not yet readable).
+ *      (build_txn, the one place a batch's transaction is made: one record
+ *      per object, later mutations of the same object patch its record),
+ *      commits it (one fsync), then under wlock and one write lock of the
+ *      model applies the batch in order and appends its events (not yet
+ *      readable).
  *   3. With no registry lock held it calls the subscribers for each change,
  *      in commit order, publishes the batch's events (mut_publish), then
- *      answers every writer of the batch and hands the lead to the next
- *      queued writer.
+ *      answers every mutation of the batch: a waiting caller is woken; a
+ *      queued one (reg_reply_set) has its kind's fin and its reply called
+ *      on the commit thread, still with no registry lock held.
  * A failed commit fails its batch and every mutation queued behind it (they
  * were validated against it): their marks are undone, nothing is applied.
  * A mutation that needs no commit (a probe result changing only health,
@@ -42,6 +44,9 @@ struct mut_kind {
     void (*apply)(struct reg *reg, struct mut *m);
     /* Undo the marks of the writers' view (NULL: none). */
     void (*undo)(struct reg *reg, struct mut *m);
+    /* Once its outcome rc is known, with no lock held: free what the
+     * mutation no longer needs (NULL: nothing). Only for mut_new's. */
+    void (*fin)(struct reg *reg, struct mut *m, int rc);
 };
 
 struct mut {
@@ -61,10 +66,18 @@ struct mut {
     int nch;
     /* queue state, under wlock */
     int rc;
-    bool done;
-    pthread_cond_t cv;
+    bool done, heap;                 /* heap: made by mut_new, freed by the path */
+    pthread_cond_t cv;               /* a waiting caller's (no reply) */
+    reg_reply_fn reply;              /* a queued caller's (reg_reply_set) */
+    void *reply_arg;
     struct mut *next;
 };
+
+/* A mutation of kind k with ctx_size bytes of zeroed context (m->ctx), or
+ * NULL. Whoever refuses it before mut_submit frees it with mut_free
+ * (k->fin is not called then); mut_submit owns it. */
+struct mut *mut_new(const struct mut_kind *k, size_t ctx_size);
+void mut_free(struct mut *m);
 
 /* -ENOSPC when the store has no room for est more bytes of additions
  * (the reserve of DESIGN 7 is for removals). Called with wlock held. */
@@ -79,10 +92,15 @@ struct inst *mut_find_inst(struct reg *reg, struct plugin *p, const char *alloc)
 /* The writers' view of an object by seq (queued deletions excluded). */
 struct obj *mut_find_seq(struct reg *reg, uint64_t seq);
 
-/* Queue m (validated, wlock held) and wait for its commit. Returns with wlock
- * RELEASED: 0 once applied and notified, or the commit's error (nothing of
- * m applied, its undo run) or -ENOMEM (index room; undo run). */
+/* Queue m (validated, wlock held). Returns with wlock RELEASED. When m is
+ * mut_new's and this thread set a reply (reg_reply_set): REG_QUEUED at once,
+ * the reply to come. Otherwise waits: 0 once applied and notified, or the
+ * commit's error (nothing of m applied, its undo run) or -ENOMEM (index
+ * room; undo run); a mut_new's m has had its fin and is freed then. */
 int mut_submit(struct reg *reg, struct mut *m);
+/* Stop the commit thread once it has answered every queued mutation (at
+ * reg_close; nothing may be submitted after). */
+void mut_stop(struct reg *reg);
 /* Apply m now without a commit (wlock held; returns with it released), then
  * notify. */
 void mut_apply_now(struct reg *reg, struct mut *m);

@@ -1,6 +1,7 @@
 /* Structural mutations: plugins, instances, sockets, writable attributes.
  * Each validates against the writers' view with wlock held, marks it, and
- * hands a mutation to mut_submit() (mutate.h). */
+ * hands a mutation (mut_new) to mut_submit() (mutate.h); its kind's fin
+ * frees what the outcome leaves unused, on whichever thread learns it. */
 #include "base/log.h"
 #include "registry/mutate.h"
 
@@ -56,30 +57,40 @@ static void apply_plugin_add(struct reg *reg, struct mut *m)
     mut_emit(reg, m, REG_C_PLUGIN_ADD, &p->o, "registered", NULL, NULL, 0);
 }
 
-static const struct mut_kind plugin_add = { rec_put, apply_plugin_add, NULL };
+/* A new object not linked: freed when its mutation failed. */
+static void fin_add(struct reg *reg, struct mut *m, int rc)
+{
+    (void)reg;
+    if (rc < 0)
+        free(m->obj);
+}
+
+static const struct mut_kind plugin_add = { rec_put, apply_plugin_add, NULL, fin_add };
 
 int reg_plugin_create(struct reg *reg, enum reg_type type, const char *plugin)
 {
     int rc = reg_name_check(plugin);
     if (rc < 0 || (unsigned)type >= REG_NTYPES)
         return rc < 0 ? rc : -EINVAL;
-    struct mut m = { .k = &plugin_add, .add = true, .est = MUT_EST_REC };
+    struct mut *m = mut_new(&plugin_add, 0);
+    if (!m)
+        return -ENOMEM;
+    m->add = true;
+    m->est = MUT_EST_REC;
     pthread_mutex_lock(&reg->wlock);
     struct plugin *p = NULL;
     if (mut_find_plugin(reg, type, plugin))
         rc = -EEXIST;
-    else if ((rc = mut_check_room(reg, m.est)) == 0 &&
+    else if ((rc = mut_check_room(reg, m->est)) == 0 &&
              !(p = (struct plugin *)new_obj(reg, sizeof(*p), REG_K_PLUGIN, type, plugin)))
         rc = -ENOMEM;
     if (rc < 0) {
         pthread_mutex_unlock(&reg->wlock);
+        mut_free(m);
         return rc;
     }
-    m.obj = &p->o;
-    rc = mut_submit(reg, &m);
-    if (rc < 0)
-        free(p);
-    return rc;
+    m->obj = &p->o;
+    return mut_submit(reg, m);
 }
 
 static void apply_plugin_del(struct reg *reg, struct mut *m)
@@ -98,11 +109,22 @@ static void undo_del(struct reg *reg, struct mut *m)
         i->plugin->w_count++;
 }
 
-static const struct mut_kind plugin_del = { rec_del, apply_plugin_del, undo_del };
+/* Subscribers saw the change; nobody can reach p any more. */
+static void fin_plugin_del(struct reg *reg, struct mut *m, int rc)
+{
+    (void)reg;
+    if (rc == 0)
+        free(m->obj);
+}
+
+static const struct mut_kind plugin_del = { rec_del, apply_plugin_del, undo_del,
+                                            fin_plugin_del };
 
 int reg_plugin_remove(struct reg *reg, enum reg_type type, const char *plugin)
 {
-    struct mut m = { .k = &plugin_del };
+    struct mut *m = mut_new(&plugin_del, 0);
+    if (!m)
+        return -ENOMEM;
     int rc = 0;
     pthread_mutex_lock(&reg->wlock);
     struct plugin *p = mut_find_plugin(reg, type, plugin);
@@ -112,15 +134,12 @@ int reg_plugin_remove(struct reg *reg, enum reg_type type, const char *plugin)
         rc = -ENOTEMPTY;
     if (rc < 0) {
         pthread_mutex_unlock(&reg->wlock);
+        mut_free(m);
         return rc;
     }
     p->o.w_dead = true;
-    m.obj = &p->o;
-    rc = mut_submit(reg, &m);
-    /* Subscribers saw the change; nobody can reach p any more. */
-    if (rc == 0)
-        free(p);
-    return rc;
+    m->obj = &p->o;
+    return mut_submit(reg, m);
 }
 
 /* ---- instances ---- */
@@ -139,7 +158,15 @@ static void undo_inst_add(struct reg *reg, struct mut *m)
     ((struct inst *)m->obj)->plugin->w_count--;
 }
 
-static const struct mut_kind inst_add = { rec_put, apply_inst_add, undo_inst_add };
+static void fin_inst_add(struct reg *reg, struct mut *m, int rc)
+{
+    (void)reg;
+    if (rc < 0)
+        model_free_inst((struct inst *)m->obj);
+}
+
+static const struct mut_kind inst_add = { rec_put, apply_inst_add, undo_inst_add,
+                                          fin_inst_add };
 
 int reg_instance_register(struct reg *reg, enum reg_type type, const char *plugin,
                           const char *alloc)
@@ -147,7 +174,10 @@ int reg_instance_register(struct reg *reg, enum reg_type type, const char *plugi
     int rc = reg_name_check(alloc);
     if (rc < 0)
         return rc;
-    struct mut m = { .k = &inst_add, .add = true };
+    struct mut *m = mut_new(&inst_add, 0);
+    if (!m)
+        return -ENOMEM;
+    m->add = true;
     struct inst *i = NULL;
     pthread_mutex_lock(&reg->wlock);
     struct plugin *p = mut_find_plugin(reg, type, plugin);
@@ -169,18 +199,16 @@ int reg_instance_register(struct reg *reg, enum reg_type type, const char *plugi
     if (rc < 0) {
         pthread_mutex_unlock(&reg->wlock);
         model_free_inst(i);
+        mut_free(m);
         return rc;
     }
     i->plugin = p;
     i->health = REG_UNKNOWN;
     i->unknown_since_ms = model_mono_ms();
     p->w_count++;
-    m.obj = &i->o;
-    m.est = mut_est_inst(i, 0);
-    rc = mut_submit(reg, &m);
-    if (rc < 0)
-        model_free_inst(i);
-    return rc;
+    m->obj = &i->o;
+    m->est = mut_est_inst(i, 0);
+    return mut_submit(reg, m);
 }
 
 static void apply_inst_del(struct reg *reg, struct mut *m)
@@ -194,35 +222,41 @@ static void apply_inst_del(struct reg *reg, struct mut *m)
     mut_update_current(reg, m, p, i);
 }
 
-static const struct mut_kind inst_del = { rec_del, apply_inst_del, undo_del };
+/* Unlinked by the apply; its history still holds references to the shared
+ * reasons table, which validation (wlock) and apply (lock) touch: put them
+ * back under both. */
+static void fin_inst_del(struct reg *reg, struct mut *m, int rc)
+{
+    if (rc < 0)
+        return;
+    pthread_mutex_lock(&reg->wlock);
+    pthread_rwlock_wrlock(&reg->lock);
+    model_free_inst((struct inst *)m->obj);
+    pthread_rwlock_unlock(&reg->lock);
+    pthread_mutex_unlock(&reg->wlock);
+}
+
+static const struct mut_kind inst_del = { rec_del, apply_inst_del, undo_del, fin_inst_del };
 
 int reg_instance_deregister(struct reg *reg, enum reg_type type, const char *plugin,
                             const char *alloc)
 {
-    struct mut m = { .k = &inst_del };
+    struct mut *m = mut_new(&inst_del, 0);
+    if (!m)
+        return -ENOMEM;
     pthread_mutex_lock(&reg->wlock);
     struct plugin *p = mut_find_plugin(reg, type, plugin);
     struct inst *i = p ? mut_find_inst(reg, p, alloc) : NULL;
     if (!i) {
         pthread_mutex_unlock(&reg->wlock);
+        mut_free(m);
         return -ENOENT;
     }
     i->o.w_dead = true;
     p->w_count--;
-    m.obj = &i->o;
-    mut_plan_current(&m, p, i, NULL, REG_UNKNOWN, false);
-    int rc = mut_submit(reg, &m);
-    if (rc == 0) {
-        /* Unlinked by the apply; its history still holds references to the
-         * shared reasons table, which validation (wlock) and apply (lock)
-         * touch: put them back under both. */
-        pthread_mutex_lock(&reg->wlock);
-        pthread_rwlock_wrlock(&reg->lock);
-        model_free_inst(i);
-        pthread_rwlock_unlock(&reg->lock);
-        pthread_mutex_unlock(&reg->wlock);
-    }
-    return rc;
+    m->obj = &i->o;
+    mut_plan_current(m, p, i, NULL, REG_UNKNOWN, false);
+    return mut_submit(reg, m);
 }
 
 /* ---- socket ---- */
@@ -268,7 +302,15 @@ static void undo_socket(struct reg *reg, struct mut *m)
     ((struct inst *)m->obj)->w_gen--;
 }
 
-static const struct mut_kind socket_set = { rec_socket, apply_socket, undo_socket };
+static void fin_socket(struct reg *reg, struct mut *m, int rc)
+{
+    (void)reg, (void)rc;
+    struct sock_ctx *s = m->ctx;     /* what apply did not take */
+    free(s->target);
+    free(s->reason);
+}
+
+static const struct mut_kind socket_set = { rec_socket, apply_socket, undo_socket, fin_socket };
 
 int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
 {
@@ -281,8 +323,11 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
         return -EINVAL;
     if (len > REG_SOCKET_MAX)
         return -ENAMETOOLONG;
-    struct sock_ctx s = { 0 };
-    struct mut m = { .k = &socket_set, .ctx = &s, .est = target ? MUT_EST_REC + len : 0 };
+    struct mut *m = mut_new(&socket_set, sizeof(struct sock_ctx));
+    if (!m)
+        return -ENOMEM;
+    struct sock_ctx *s = m->ctx;
+    m->est = target ? MUT_EST_REC + len : 0;
     int rc = 0;
     pthread_mutex_lock(&reg->wlock);
     struct inst *i = model_as_inst(mut_find_seq(reg, inst));
@@ -291,23 +336,20 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
     else if (!i->w_pend && ((!target && !i->socket) ||
                             (target && i->socket && !strcmp(target, i->socket))))
         rc = 1;                      /* unchanged: nothing to do */
-    else if ((rc = mut_check_room(reg, m.est)) == 0 &&
-             ((target && !(s.target = strdup(target))) ||
-              !(s.reason = strdup(target ? "not yet probed" : "no socket set"))))
+    else if ((rc = mut_check_room(reg, m->est)) == 0 &&
+             ((target && !(s->target = strdup(target))) ||
+              !(s->reason = strdup(target ? "not yet probed" : "no socket set"))))
         rc = -ENOMEM;
     if (rc != 0) {
         pthread_mutex_unlock(&reg->wlock);
-        free(s.target);
-        free(s.reason);
+        fin_socket(reg, m, rc);
+        mut_free(m);
         return rc < 0 ? rc : 0;
     }
     i->w_gen++;
-    m.obj = &i->o;
-    mut_plan_current(&m, i->plugin, NULL, i, REG_UNKNOWN, i->ready);
-    rc = mut_submit(reg, &m);
-    free(s.target);
-    free(s.reason);
-    return rc;
+    m->obj = &i->o;
+    mut_plan_current(m, i->plugin, NULL, i, REG_UNKNOWN, i->ready);
+    return mut_submit(reg, m);
 }
 
 /* ---- writable attributes ---- */
@@ -339,7 +381,13 @@ static void apply_attr(struct reg *reg, struct mut *m)
     mut_emit(reg, m, REG_C_ATTR, &i->o, "attr", kv, NULL, a->attr);
 }
 
-static const struct mut_kind attr_set = { rec_attr, apply_attr, NULL };
+static void fin_attr(struct reg *reg, struct mut *m, int rc)
+{
+    (void)reg, (void)rc;
+    free(((struct attr_ctx *)m->ctx)->value);   /* NULL once applied */
+}
+
+static const struct mut_kind attr_set = { rec_attr, apply_attr, NULL, fin_attr };
 
 int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
                    const char *value, size_t len)
@@ -355,21 +403,25 @@ int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
     /* Both writable attributes are paths (DESIGN 5): absolute or empty. */
     if (len && value[0] != '/')
         return -EINVAL;
-    struct attr_ctx a = { .attr = attr };
-    struct mut m = { .k = &attr_set, .ctx = &a, .est = len ? MUT_EST_REC + len : 0 };
+    struct mut *m = mut_new(&attr_set, sizeof(struct attr_ctx));
+    if (!m)
+        return -ENOMEM;
+    struct attr_ctx *a = m->ctx;
+    a->attr = attr;
+    m->est = len ? MUT_EST_REC + len : 0;
     int rc = 0;
     pthread_mutex_lock(&reg->wlock);
     struct inst *i = model_as_inst(mut_find_seq(reg, inst));
     if (!i)
         rc = -ENOENT;
-    else if ((rc = mut_check_room(reg, m.est)) == 0 && len && !(a.value = strndup(value, len)))
+    else if ((rc = mut_check_room(reg, m->est)) == 0 && len && !(a->value = strndup(value, len)))
         rc = -ENOMEM;
     if (rc < 0) {
         pthread_mutex_unlock(&reg->wlock);
+        fin_attr(reg, m, rc);
+        mut_free(m);
         return rc;
     }
-    m.obj = &i->o;
-    rc = mut_submit(reg, &m);
-    free(a.value);
-    return rc;
+    m->obj = &i->o;
+    return mut_submit(reg, m);
 }

@@ -189,6 +189,7 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&reg->gather_cv, &ca);
+    pthread_cond_init(&reg->commit_cv, NULL);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&reg->ev_mu, NULL);
     pthread_cond_init(&reg->ev_cv, NULL);
@@ -221,6 +222,7 @@ void reg_close(struct reg *reg)
 {
     if (!reg)
         return;
+    mut_stop(reg);                   /* answers what is queued, first */
     pthread_mutex_lock(&reg->ev_mu);
     reg->ev_stop = true;
     pthread_cond_signal(&reg->ev_cv);
@@ -229,6 +231,7 @@ void reg_close(struct reg *reg)
         pthread_join(reg->ev_th, NULL);
     pthread_cond_destroy(&reg->ev_cv);
     pthread_cond_destroy(&reg->gather_cv);
+    pthread_cond_destroy(&reg->commit_cv);
     pthread_mutex_destroy(&reg->ev_mu);
     free_all(reg);
     ev_ring_free(reg->ring);

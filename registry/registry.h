@@ -99,7 +99,20 @@ struct reg;
 int reg_open(struct reg **out, const struct reg_opts *opts);
 void reg_close(struct reg *reg);
 
-/* ---- mutations ---- */
+/* ---- mutations ----
+ * Each returns 0 once committed and applied, or a negative errno (refused:
+ * nothing changed). A caller that must not wait for the commit (the FUSE
+ * thread) sets a reply first: reg_reply_set(fn, arg); the next of these
+ * calls on its thread then returns REG_QUEUED once validated and queued, and
+ * fn(arg, rc) is called exactly once, later, on the registry's commit
+ * thread with no registry lock held, after the commit that holds it (rc 0)
+ * or its failure (rc < 0; nothing applied). A call refused at validation,
+ * or with nothing to commit, returns as without a reply and fn is not
+ * called. Clear it after the call either way: reg_reply_set(NULL, NULL).
+ * fn must not call the registry's mutations (it would wait on itself). */
+#define REG_QUEUED 1
+typedef void (*reg_reply_fn)(void *arg, int rc);
+void reg_reply_set(reg_reply_fn fn, void *arg);
 int reg_plugin_create(struct reg *reg, enum reg_type type, const char *plugin);
 /* -ENOTEMPTY while it has instances. */
 int reg_plugin_remove(struct reg *reg, enum reg_type type, const char *plugin);

@@ -159,6 +159,37 @@ Test(commit, readers_do_not_wait_for_commits)
     cr_assert_eq(tf_sh(&t, "test \"$(cat csi-node/p/a7/mount_point)\" = /mnt/x"), 0);
 }
 
+static bool exists(void *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* DESIGN 7: a request is answered only after the commit that holds it.
+ * With -o debug_stall_reply=FILE the commit thread stops after a commit,
+ * before answering, once FILE exists: csifs is SIGKILLed there, the caller
+ * gets no success, and a restart on the same state shows the change. */
+Test(commit, kill_between_commit_and_reply_keeps_the_change)
+{
+    char marker[4096], extra[4200];
+    spawn("gc-stall", NULL);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p"), 0);
+    snprintf(marker, sizeof(marker), "%s/committed", t.dir);
+    snprintf(extra, sizeof(extra), "debug_stall_reply=%s", marker);
+    respawn("gc-stall", extra);
+    pid_t pid = start_op(OP_MKDIR, P("csi-node/p/a"), NULL, 0);
+    cr_assert(tu_wait_for(exists, marker, 10000), "no commit stalled before its reply");
+    /* committed, unanswered: the caller still waits */
+    int st;
+    cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "mkdir answered before the stall");
+    tf_kill(&t, true);
+    int rc = wait_op(pid);
+    cr_assert_neq(rc, 0, "mkdir succeeded without its answer");
+    unlink(marker);
+    spawn("gc-stall", NULL);
+    cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a && test \"$(ls csi-node/p)\" = a"), 0,
+                 "the committed mkdir is lost");
+}
+
 /* The store's commits so far, from the metrics file. */
 static long store_commits(void)
 {
@@ -168,10 +199,9 @@ static long store_commits(void)
     return strtol(at + strlen("\ncsifs_store_commits_total "), NULL, 10);
 }
 
-/* More concurrent commits than the 8 writer threads started with the mount
- * share one commit: writers are added while jobs wait (fs/workq.h). With
- * each commit held, 32 mkdirs in 32 directories take at most 3 commits (8
- * writers cannot do it in fewer than 4). */
+/* Concurrent commits share one: the FUSE thread queues every mkdir it reads
+ * while a commit is held (no thread per request, fs/ops_write.c). With each
+ * commit held, 32 mkdirs in 32 directories take at most 3 commits. */
 Test(commit, burst_beyond_eight_writers_shares_commits)
 {
     enum { N = 32 };

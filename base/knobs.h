@@ -1,0 +1,55 @@
+/* knobs: the timing constants tuned on this VM, in one place. Each names
+ * the bench row(s) that justify it (docs/benchmarks.md); A/B one with
+ * `make CFLAGS="-O2 -g -DNAME=V"` and `BENCH_ONLY=<rows> make bench`, three
+ * runs each. Numbers that the contract fixes (DESIGN 3's 100 ms to 5 s
+ * backoff, DESIGN 7's re-probe spread) are not knobs: csi/prober_int.h. */
+#ifndef CSIFS_KNOBS_H
+#define CSIFS_KNOBS_H
+
+/* registry/mutate.c: after a batch of n, the commit thread waits this long
+ * for n queued mutations before it commits. Row: register_burst
+ * (fsyncs/registration), with register_parallel. */
+#ifndef MUT_GATHER_US
+#define MUT_GATHER_US 200
+#endif
+
+/* fs/serve.c: the FUSE thread keeps reading /dev/fuse this long after a
+ * request it answered before it sleeps (0: sleep at once). Rows: read_open,
+ * browse_warm (a reader's next request finds it awake). */
+#ifndef FS_SPIN_NS
+#define FS_SPIN_NS 200000
+#endif
+/* fs/serve.c: a sched_yield() that took longer ran another task: stop
+ * polling (the CPU is wanted). Rows: read_open and browse_warm under load
+ * (and the events_order test's 35 ms wake-up). */
+#ifndef FS_YIELD_BUSY_NS
+#define FS_YIELD_BUSY_NS 20000
+#endif
+
+/* csi/: a scheduler wake-up starts every round due within this many ms.
+ * Rows: probe_fanout (p99 and CPU), probe_spread. */
+#ifndef PR_BATCH_MS
+#define PR_BATCH_MS 1
+#endif
+/* csi/: a round holds its lane until it ends or this many ms. Rows:
+ * probe_fanout (p99), hung_neighbour, death_detect (its cost). */
+#ifndef PR_LANE_MS
+#define PR_LANE_MS 2
+#endif
+/* csi/: a round this late starts whatever the lanes. Rows: death_detect,
+ * hung_neighbour. */
+#ifndef PR_LATE_MS
+#define PR_LATE_MS 100
+#endif
+/* csi/: one lane more per this many rounds a second the heartbeat asks
+ * for. Rows: probe_fanout, probe_spread. */
+#ifndef PR_LANE_RATE
+#define PR_LANE_RATE 4000
+#endif
+/* csi/: a finished call does not wake the scheduler when it wakes within
+ * this many ms anyway. Rows: probe_fanout (CPU), probe_call. */
+#ifndef PR_DONE_LAG_MS
+#define PR_DONE_LAG_MS 2
+#endif
+
+#endif
