@@ -9,6 +9,7 @@
 #include "base/defaults.h"
 #include "base/log.h"
 #include "http/http.h"
+#include "kubelet/kubelet.h"
 #include "registry/store.h"
 #include "takeover/state.h"
 #include "takeover/takeover.h"
@@ -296,6 +297,26 @@ static struct http *start_http(struct run *r, struct reg *reg)
     return h;
 }
 
+static ssize_t kubelet_file(void *arg, enum reg_type type, const char *plugin, char *buf,
+                            size_t cap)
+{
+    return kubelet_show(arg, type, plugin, buf, cap);
+}
+
+/* -o kubelet_dir=: register csi-node plugins from now on; 0 or -errno. */
+static int start_kubelet(struct run *r, struct reg *reg, struct kubelet **out, char *err,
+                         size_t errlen)
+{
+    if (!r->o->kubelet_dir)
+        return 0;
+    struct kubelet_opts ko = { .dir = r->o->kubelet_dir, .mountpoint = r->o->mountpoint,
+                               .reg = reg };
+    int rc = kubelet_start(out, &ko, err, errlen);
+    if (rc == 0)
+        fs_kubelet_source(kubelet_file, *out);
+    return rc;
+}
+
 /* After the mount (and the fork): store, registry, prober, serve. */
 static int serve(struct run *r)
 {
@@ -335,6 +356,9 @@ static int serve(struct run *r)
     if (rc == 0 && o->cluster.n_urls &&
         (rc = cl_pub_start(&pub, &o->cluster, reg, o->state, o->mountpoint, CSIFS_VERSION)) < 0)
         snprintf(err, sizeof(err), "cannot start the cluster publisher: %s", strerror(-rc));
+    struct kubelet *kub = NULL;
+    if (rc == 0)
+        rc = start_kubelet(r, reg, &kub, err, sizeof(err));
     struct http *http = rc == 0 ? start_http(r, reg) : NULL;
     if (rc == 0)
         rc = fs_loop(r->fs, true);
@@ -364,6 +388,8 @@ static int serve(struct run *r)
     }
     cl_pub_stop(pub, true);          /* SIGTERM: the lease is revoked, the keys go */
     csi_prober_stop(pr);
+    fs_kubelet_source(NULL, NULL);   /* no registry change comes any more */
+    kubelet_stop(kub);
     fs_destroy(r->fs);
     reg_close(reg);
     cl_pub_free(pub);

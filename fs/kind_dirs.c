@@ -1,5 +1,6 @@
 /* The directory kinds: root, type, plugin, instance (rows in node.c). */
 #include "fs/kinds.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <string.h>
@@ -59,6 +60,10 @@ int fs_plugin_child(struct fs *fs, const struct fs_node *dir, const char *name,
 
 int fs_plugin_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)
 {
+    if (!strcmp(name, "kubelet") && fs_kubelet_exists(dir)) {   /* it would hide */
+        csifs_why_set("name kubelet is the plugin's kubelet file (-o kubelet_dir=)");
+        return -EINVAL;
+    }
     return reg_instance_register(fs->reg, dir->type, dir->r.plugin, name);
 }
 

@@ -67,6 +67,10 @@ void fs_snap_release(struct fs *fs, struct fs_fh *h);
 /* metrics (metrics.c) */
 int fs_metrics_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                     struct fs_fh **out);
+/* kubelet (kubelet_file.c) */
+bool fs_kubelet_exists(const struct fs_node *n);
+int fs_kubelet_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
+                    struct fs_fh **out);
 /* stats (stats.c) */
 int fs_stats_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                   struct fs_fh **out);

@@ -20,7 +20,7 @@ const struct fs_kind_def fs_kinds[K_NKINDS] = {
     [K_METRICS] = { .name = "metrics", .fmt = S_IFREG, .perm = 0444, .parent = K_ROOT,
                     .slot = SLOT_TYPE0 + REG_NTYPES + 1, .open = fs_metrics_open,
                     .read = fs_snap_read, .release = fs_snap_release },
-    [K_PLUGIN] = { .fmt = S_IFDIR, .perm = 0755, .nslots = 2, .child = fs_plugin_child,
+    [K_PLUGIN] = { .fmt = S_IFDIR, .perm = 0755, .nslots = 3, .child = fs_plugin_child,
                    .list = fs_list_reg, .mkdir = fs_plugin_mkdir, .rmdir = fs_plugin_rmdir,
                    .stat = fs_plugin_stat },
     [K_CURRENT] = { .name = "current", .fmt = S_IFLNK, .perm = 0777, .parent = K_PLUGIN,
@@ -37,6 +37,9 @@ const struct fs_kind_def fs_kinds[K_NKINDS] = {
     [K_STATS] = { .name = "stats", .fmt = S_IFREG, .perm = 0444, .parent = K_INST,
                   .slot = SLOT_PENDING - 1, .open = fs_stats_open, .read = fs_snap_read,
                   .release = fs_snap_release },
+    [K_KUBELET] = { .name = "kubelet", .fmt = S_IFREG, .perm = 0444, .parent = K_PLUGIN,
+                    .slot = 2, .exists = fs_kubelet_exists, .open = fs_kubelet_open,
+                    .read = fs_snap_read, .release = fs_snap_release },
     [K_PENDING] = { .fmt = S_IFLNK, .perm = 0777, .brief = true, .size = fs_pending_size,
                     .readlink = fs_pending_readlink, .unlink = fs_pending_unlink },
 };
@@ -138,8 +141,13 @@ int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct 
     uint64_t seq = dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq;
     for (int k = 0; k < K_NKINDS; k++)
         if (fs_kinds[k].name && fs_kinds[k].parent == dir->kind &&
-            !strcmp(name, fs_kinds[k].name))
-            return fs_resolve(fs, fs_ino(seq, fs_kinds[k].slot), out);
+            !strcmp(name, fs_kinds[k].name)) {
+            /* a fixed name absent now (kubelet without -o kubelet_dir)
+             * leaves the name to the dir's own children */
+            int rc = fs_resolve(fs, fs_ino(seq, fs_kinds[k].slot), out);
+            if (rc != -ENOENT || !d->child)
+                return rc;
+        }
     return d->child ? d->child(fs, dir, name, out) : -ENOENT;
 }
 
