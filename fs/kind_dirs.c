@@ -10,13 +10,15 @@ int fs_root_child(struct fs *fs, const struct fs_node *dir, const char *name,
 {
     (void)dir;
     int t = reg_type_parse(name);
+    if (t < 0 && fs->view)
+        return fs_cl_root_lookup(fs, name, out);
     return t < 0 ? -ENOENT : fs_resolve(fs, fs_ino(0, SLOT_TYPE0 + (unsigned)t), out);
 }
 
 void fs_root_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
 {
-    (void)fs, (void)n;
-    st->st_nlink = 2 + REG_NTYPES;
+    (void)n;
+    st->st_nlink = 2 + REG_NTYPES + (fs->view != NULL);
 }
 
 /* Dirs that registrars may write into carry their group's write bit. */
