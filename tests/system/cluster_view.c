@@ -24,6 +24,11 @@ static char *pdir;                      /* plugin sockets */
 
 static void setup_tls(bool tls)
 {
+    te_stop(&E);                        /* a test's .init runs after the suite's */
+    if (pdir)
+        tu_rmrf(pdir);
+    free(pdir);
+    pdir = NULL;
     cr_assert_eq(te_start(&E, 3, tls), 0, "etcd cluster did not start");
     pdir = tu_tmpdir("cview");
     cr_assert(pdir);
