@@ -40,6 +40,7 @@ struct cnt {
     /* cluster publisher (cluster/publish.h): on when cluster= is given */
     uint64_t cluster_on, cluster_up, cluster_publish_ok, cluster_publish_error;
     struct cnt_hist cluster_publish;                 /* local change to etcd commit */
+    uint64_t cluster_view_on, cluster_view_nodes;    /* cluster_view (cluster/view.h) */
 };
 extern struct cnt cnt;
 

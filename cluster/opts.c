@@ -47,6 +47,10 @@ bool cl_name_ok(const char *s, size_t len)
 
 int cl_opts_take(struct cl_opts *o, const char *arg, char *err, size_t errlen)
 {
+    if (!strcmp(arg, "cluster_view")) {
+        o->view = true;
+        return 1;
+    }
     if (!strncmp(arg, "cluster=", 8)) {
         if (o->n_urls == ETCD_MAX_ENDPOINTS)
             return BAD("too many cluster= endpoints (at most %d)", ETCD_MAX_ENDPOINTS);

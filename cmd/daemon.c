@@ -1,5 +1,6 @@
 /* csifs start-up, daemonizing, serving and stop. See daemon.h. */
 #include "cluster/publish.h"
+#include "cluster/view.h"
 #include "csi/prober.h"
 #include "cmd/daemon.h"
 #include "fs/fs.h"
@@ -9,6 +10,7 @@
 #include "base/defaults.h"
 #include "base/log.h"
 #include "http/http.h"
+#include "kubelet/kubelet.h"
 #include "registry/store.h"
 #include "takeover/state.h"
 #include "takeover/takeover.h"
@@ -20,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -243,6 +247,40 @@ static int take_over(struct run *r, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- SIGUSR2: upgrade in place ---- */
+
+static struct fs *upgrade_fs;        /* the session the signal ends */
+static pthread_t serve_th;           /* the thread in fs_loop */
+static volatile sig_atomic_t upgrade_asked;
+
+static void on_usr2(int sig)
+{
+    (void)sig;
+    upgrade_asked = 1;
+    fs_loop_break(upgrade_fs);
+    if (!pthread_equal(pthread_self(), serve_th))
+        pthread_kill(serve_th, SIGUSR2);   /* its poll(2) returns EINTR */
+}
+
+static void catch_usr2(struct run *r)
+{
+    upgrade_fs = r->fs;
+    serve_th = pthread_self();
+    struct sigaction sa = { .sa_handler = on_usr2 };   /* no SA_RESTART */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
+}
+
+/* The loop ended for SIGUSR2, the registry and the store are closed: exec
+ * the binary again on the same connection. Returns only on failure. */
+static void upgrade(struct run *r)
+{
+    int rc = tk_upgrade_exec(fs_fd(r->fs), r->state.fd);
+    csifs_log(LOG_ERR, "upgrade: cannot exec csifs again: %s (exiting: a restart takes "
+              "the connection over)", strerror(-rc));
+    _exit(1);                        /* never unmount: the store keeps the connection */
+}
+
 /* fs_opts.on_init: INIT is answered, and the registry was attached and the
  * prober started before the loop began: the daemon serves. No thread ever
  * makes a request on our own mount: a kill while it waits would wedge it. */
@@ -296,6 +334,26 @@ static struct http *start_http(struct run *r, struct reg *reg)
     return h;
 }
 
+static ssize_t kubelet_file(void *arg, enum reg_type type, const char *plugin, char *buf,
+                            size_t cap)
+{
+    return kubelet_show(arg, type, plugin, buf, cap);
+}
+
+/* -o kubelet_dir=: register csi-node plugins from now on; 0 or -errno. */
+static int start_kubelet(struct run *r, struct reg *reg, struct kubelet **out, char *err,
+                         size_t errlen)
+{
+    if (!r->o->kubelet_dir)
+        return 0;
+    struct kubelet_opts ko = { .dir = r->o->kubelet_dir, .mountpoint = r->o->mountpoint,
+                               .reg = reg };
+    int rc = kubelet_start(out, &ko, err, errlen);
+    if (rc == 0)
+        fs_kubelet_source(kubelet_file, *out);
+    return rc;
+}
+
 /* After the mount (and the fork): store, registry, prober, serve. */
 static int serve(struct run *r)
 {
@@ -305,6 +363,7 @@ static int serve(struct run *r)
     struct reg *reg = NULL;
     struct csi_prober *pr = NULL;
     struct cl_pub *pub = NULL;
+    struct cl_view *view = NULL;
     raise_nofile();
     int64_t t0 = csifs_mono_us();
     /* main() ran store_check_forked on the state dir (store.h) */
@@ -335,10 +394,31 @@ static int serve(struct run *r)
     if (rc == 0 && o->cluster.n_urls &&
         (rc = cl_pub_start(&pub, &o->cluster, reg, o->state, o->mountpoint, CSIFS_VERSION)) < 0)
         snprintf(err, sizeof(err), "cannot start the cluster publisher: %s", strerror(-rc));
+    if (rc == 0 && o->cluster.view &&
+        (rc = cl_view_start(&view, &o->cluster, pub, fs_cluster_changed, r->fs)) < 0)
+        snprintf(err, sizeof(err), "cannot start the cluster view: %s", strerror(-rc));
+    fs_cluster_attach(r->fs, view);
+    struct kubelet *kub = NULL;
+    if (rc == 0)
+        rc = start_kubelet(r, reg, &kub, err, sizeof(err));
     struct http *http = rc == 0 ? start_http(r, reg) : NULL;
+    if (rc == 0 && r->state.fd >= 0)
+        catch_usr2(r);
     if (rc == 0)
         rc = fs_loop(r->fs, true);
     http_stop(http);
+    if (rc == 0 && upgrade_asked) {
+        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%lld", (long long)csifs_mono_us());
+        csifs_log(LOG_NOTICE, "upgrade: executing csifs again on %s (pid %ld)", o->mountpoint,
+                  (long)getpid());
+        cl_pub_stop(pub, false);
+        csi_prober_stop(pr);
+        reg_close(reg);
+        cl_pub_free(pub);
+        csi_prober_free(pr);
+        store_close(st);             /* the lock: the new image takes it */
+        upgrade(r);
+    }
     bool served = __atomic_load_n(&r->served, __ATOMIC_ACQUIRE);
     if (rc == 0 && !served) {
         rc = -EIO;
@@ -362,8 +442,12 @@ static int serve(struct run *r)
         csifs_log(LOG_ERR, "%s", err);
         report(r, 1, err);
     }
+    cl_view_free(view);              /* its invalidations are no-ops once unmounted */
+    fs_cluster_attach(r->fs, NULL);
     cl_pub_stop(pub, true);          /* SIGTERM: the lease is revoked, the keys go */
     csi_prober_stop(pr);
+    fs_kubelet_source(NULL, NULL);   /* no registry change comes any more */
+    kubelet_stop(kub);
     fs_destroy(r->fs);
     reg_close(reg);
     cl_pub_free(pub);
@@ -471,7 +555,9 @@ int csifs_daemon_run(struct csifs_opts *o)
         fs_destroy(r.fs);
         return 1;
     }
-    if (!o->foreground && (rc = daemonize(&r)) >= 0)
+    if (tk_upgraded() && !o->foreground)
+        csifs_log_syslog();          /* the daemon's pid again: no second fork */
+    else if (!o->foreground && (rc = daemonize(&r)) >= 0)
         return rc;                   /* the parent: the mount is the daemon's */
     return serve(&r);
 }

@@ -17,7 +17,7 @@
 struct raw {
     char *state, *heartbeat, *probe_timeout, *health_timeout, *registrar, *ring, *max, *level;
     char *log_file;
-    char *http;
+    char *http, *kubelet_dir;
     int nosync, foreground, debug, help, version;
     char *args[2];                   /* [SOURCE] MOUNTPOINT */
     int nargs;                       /* non-option arguments seen */
@@ -49,6 +49,7 @@ static const struct fuse_opt spec[] = {
     OPT("log_level=%s", level),
     OPT("log_file=%s", log_file),
     OPT("http=%s", http),
+    OPT("kubelet_dir=%s", kubelet_dir),
     { "nosync", offsetof(struct raw, nosync), 1 },
 #ifdef CSIFS_TEST_OPTS
     OPT("debug_commit_delay_ms=%s", dbg_commit_delay),
@@ -255,6 +256,10 @@ int csifs_cmdline_parse(int argc, char **argv, struct csifs_opts *o, char *err, 
     o->help = r.help;
     o->version = r.version;
     o->http = r.http;                /* checked when bound (daemon) */
+    o->kubelet_dir = r.kubelet_dir ? absolute(r.kubelet_dir) : NULL;
+    if (rc == 0 && r.kubelet_dir && !o->kubelet_dir)
+        rc = BAD("out of memory");
+    free(r.kubelet_dir);
     free(r.heartbeat);
     free(r.probe_timeout);
     free(r.health_timeout);
@@ -278,6 +283,7 @@ void csifs_opts_free(struct csifs_opts *o)
     free(o->mountpoint);
     free(o->http);
     cl_opts_free(&o->cluster);
+    free(o->kubelet_dir);
     fuse_opt_free_args(&o->fuse);
 }
 
@@ -309,6 +315,8 @@ void csifs_help_print(const char *prog)
            "  cluster_ttl=DUR        lease TTL, whole seconds, at least 2s (default 10s)\n"
            "  cluster_cacert=FILE    CA of https:// endpoints (PEM)\n"
            "  cluster_cert=FILE      client certificate (PEM), with cluster_key=FILE\n"
+           "  kubelet_dir=DIR        register csi-node plugins with the kubelet there\n"
+           "                         (/var/lib/kubelet/plugins_registry; off by default)\n"
            "  log_level=LEVEL        debug, info (default), notice, warning or err\n"
            "  log_file=PATH          also append the log to PATH (time-stamped)\n"
            "DUR is N (seconds), Nms, Ns, Nm or Nh. A SOURCE (as mount(8) gives) is ignored,\n"

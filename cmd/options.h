@@ -25,6 +25,7 @@ struct csifs_opts {
     int log_level;                   /* LOG_ERR .. LOG_DEBUG */
     char *http;                      /* -o http=[ADDR:]PORT, or NULL (http/) */
     struct cl_opts cluster;          /* cluster=, cluster_* (cluster/opts.h) */
+    char *kubelet_dir;               /* -o kubelet_dir=DIR, absolute, or NULL (kubelet/) */
     char *log_file;                  /* absolute, or NULL */
     struct fuse_args fuse;
 };

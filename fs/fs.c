@@ -252,6 +252,12 @@ void fs_exit(struct fs *fs)
     umount2(fs->mountpoint, MNT_DETACH);
 }
 
+void fs_loop_break(struct fs *fs)
+{
+    if (fs && fs->se)
+        fuse_session_exit(fs->se);
+}
+
 void fs_unmount(struct fs *fs)
 {
     if (fs && fs->se && fs->mounted) {

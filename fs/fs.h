@@ -47,6 +47,9 @@ int fs_attach(struct fs *fs, struct reg *reg);
 int fs_loop(struct fs *fs, bool signals);
 /* Make fs_loop return (any thread). */
 void fs_exit(struct fs *fs);
+/* Make fs_loop return at its next wake-up, touching nothing else (a signal
+ * handler may call it; the caller wakes the loop's thread). */
+void fs_loop_break(struct fs *fs);
 /* Requests served so far (a debug counter for tests and metrics). */
 uint64_t fs_requests(struct fs *fs);
 /* Requests of one op ("opendir", "getattr"... as csifs_fuse_requests_total
@@ -58,9 +61,22 @@ uint64_t fs_invalidations(struct fs *fs, uint64_t *missed);
 /* The metrics file's content (DESIGN 11), built now, from any thread
  * (http/): *text is malloc'd, *len bytes, no NUL counted. 0 or -ENOMEM. */
 int fs_metrics_text(struct fs *fs, char **text, size_t *len);
+/* The `kubelet` file of csi-node plugin dirs (DESIGN 14) shows what show
+ * writes (kubelet_show's contract); without a source it does not exist.
+ * Set once, before serving (cmd/ with -o kubelet_dir=). */
+typedef ssize_t fs_kubelet_show_fn(void *arg, enum reg_type type, const char *plugin,
+                                   char *buf, size_t cap);
+void fs_kubelet_source(fs_kubelet_show_fn *show, void *arg);
 /* Requests kept unanswered on purpose: events reads waiting for a line.
  * /healthz (DESIGN 14) does not count them as stuck. Any thread. */
 unsigned fs_parked(struct fs *fs);
+/* The cluster view (-o cluster_view): serve v under <mnt>/cluster/ (before
+ * fs_loop); fs_cluster_changed is the view's changed callback (arg: the
+ * fs), which invalidates the kernel's caches. */
+struct cl_view;
+struct cl_view_change;
+void fs_cluster_attach(struct fs *fs, struct cl_view *v);
+void fs_cluster_changed(void *arg, const struct cl_view_change *c);
 /* ---- Restart without unmount (DESIGN 13; takeover/ keeps the memory) ----
  * fi->fh is a token into a table of open files that a successor on the
  * same connection inherits; the INIT request read is kept beside it. */

@@ -174,6 +174,11 @@ static void inode(struct fs *fs, fuse_ino_t ino)
     __atomic_add_fetch(&fs->inval_sent[rc == -ENOENT], 1, __ATOMIC_RELAXED);
 }
 
+void fs_inval_inode(struct fs *fs, fuse_ino_t ino)
+{
+    inode(fs, ino);
+}
+
 /* Attribute inodes of an instance whose attr flags match mask (0: all). */
 static void attrs(struct fs *fs, uint64_t inst, enum reg_type type, unsigned mask,
                   const enum reg_attr *only, int n)

@@ -23,6 +23,9 @@ void fs_inval_change(struct fs *fs, const struct reg_change *c);
 /* Test-only (debug_notifier_shared_fd): the notifier writes through the
  * process's own /dev/fuse fd instead of a private clone (see inval.c). */
 void fs_inval_share_fd(bool share);
+/* Invalidate an inode the kernel holds, in this thread (never under a lock
+ * a FUSE handler takes). */
+void fs_inval_inode(struct fs *fs, fuse_ino_t ino);
 /* Queue the invalidation of parent/name for the notifier thread. */
 void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name);
 

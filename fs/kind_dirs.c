@@ -1,5 +1,6 @@
 /* The directory kinds: root, type, plugin, instance (rows in node.c). */
 #include "fs/kinds.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <string.h>
@@ -9,13 +10,15 @@ int fs_root_child(struct fs *fs, const struct fs_node *dir, const char *name,
 {
     (void)dir;
     int t = reg_type_parse(name);
+    if (t < 0 && fs->view)
+        return fs_cl_root_lookup(fs, name, out);
     return t < 0 ? -ENOENT : fs_resolve(fs, fs_ino(0, SLOT_TYPE0 + (unsigned)t), out);
 }
 
 void fs_root_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
 {
-    (void)fs, (void)n;
-    st->st_nlink = 2 + REG_NTYPES;
+    (void)n;
+    st->st_nlink = 2 + REG_NTYPES + (fs->view != NULL);
 }
 
 /* Dirs that registrars may write into carry their group's write bit. */
@@ -59,6 +62,10 @@ int fs_plugin_child(struct fs *fs, const struct fs_node *dir, const char *name,
 
 int fs_plugin_mkdir(struct fs *fs, const struct fs_node *dir, const char *name)
 {
+    if (!strcmp(name, "kubelet") && fs_kubelet_exists(dir)) {   /* it would hide */
+        csifs_why_set("name kubelet is the plugin's kubelet file (-o kubelet_dir=)");
+        return -EINVAL;
+    }
     return reg_instance_register(fs->reg, dir->type, dir->r.plugin, name);
 }
 

@@ -67,8 +67,26 @@ void fs_snap_release(struct fs *fs, struct fs_fh *h);
 /* metrics (metrics.c) */
 int fs_metrics_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                     struct fs_fh **out);
+/* kubelet (kubelet_file.c) */
+bool fs_kubelet_exists(const struct fs_node *n);
+int fs_kubelet_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
+                    struct fs_fh **out);
 /* stats (stats.c) */
 int fs_stats_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                   struct fs_fh **out);
+
+/* the cluster view, -o cluster_view (kind_cluster.c) */
+int fs_cl_resolve(struct fs *fs, uint64_t id, unsigned slot, struct fs_node *out);
+int fs_cl_root_lookup(struct fs *fs, const char *name, struct fs_node *out);
+void fs_cl_root_list(struct fs_dirbuf *d, const struct fs_node *dir);
+int fs_cl_dir_child(struct fs *fs, const struct fs_node *dir, const char *name,
+                    struct fs_node *out);
+void fs_cl_list(struct fs_dirbuf *d, const struct fs_node *dir);
+void fs_cl_dir_stat(struct fs *fs, const struct fs_node *n, struct stat *st);
+off_t fs_cl_file_size(struct fs *fs, const struct fs_node *n);
+int fs_cl_file_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
+                    struct fs_fh **out);
+int fs_cl_status_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
+                      struct fs_fh **out);
 
 #endif

@@ -62,6 +62,8 @@ static int on_begin(void *arg)
     s->c.cluster_up = cnt_get(&cnt.cluster_up);
     s->c.cluster_publish_ok = cnt_get(&cnt.cluster_publish_ok);
     s->c.cluster_publish_error = cnt_get(&cnt.cluster_publish_error);
+    s->c.cluster_view_on = cnt_get(&cnt.cluster_view_on);
+    s->c.cluster_view_nodes = cnt_get(&cnt.cluster_view_nodes);
     cnt_hist_read(&cnt.cluster_publish, &s->cluster_publish);
     for (int t = 0; t < REG_NTYPES; t++)
         cnt_hist_read(&cnt.probe[t], &s->probe[t]);
@@ -236,6 +238,10 @@ static void cluster(struct fs_buf *b, const struct snap *s)
     family(b, "csifs_cluster_publish_seconds", "histogram",
            "From a local change to its commit in etcd.");
     histogram(b, "csifs_cluster_publish_seconds", "", &s->cluster_publish);
+    if (!s->c.cluster_view_on)
+        return;
+    family(b, "csifs_cluster_view_nodes", "gauge", "Node keys in the cluster view.");
+    fs_buf_printf(b, "csifs_cluster_view_nodes %" PRIu64 "\n", s->c.cluster_view_nodes);
 }
 
 /* The text into b (DESIGN 11); 0 or -errno (b->err on a full buffer). */

@@ -1,6 +1,7 @@
 /* The node-kind table, inode numbers, name resolution, stat and the entry
  * replies. */
 #include "fs/kinds.h"
+#include "cluster/value.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,7 +11,7 @@
 /* One row per kind: everything the kind is and does. */
 const struct fs_kind_def fs_kinds[K_NKINDS] = {
     [K_ROOT] = { .fmt = S_IFDIR, .perm = 0755, .nslots = SLOT_TYPE0 + REG_NTYPES + 2,
-                 .child = fs_root_child, .stat = fs_root_stat },
+                 .child = fs_root_child, .list = fs_cl_root_list, .stat = fs_root_stat },
     [K_TYPE] = { .fmt = S_IFDIR, .perm = 0755, .child = fs_type_child, .list = fs_list_reg,
                  .mkdir = fs_type_mkdir, .rmdir = fs_type_rmdir, .stat = fs_type_stat },
     [K_EVENTS] = { .name = "events", .fmt = S_IFREG, .perm = 0444, .parent = K_ROOT,
@@ -20,7 +21,7 @@ const struct fs_kind_def fs_kinds[K_NKINDS] = {
     [K_METRICS] = { .name = "metrics", .fmt = S_IFREG, .perm = 0444, .parent = K_ROOT,
                     .slot = SLOT_TYPE0 + REG_NTYPES + 1, .open = fs_metrics_open,
                     .read = fs_snap_read, .release = fs_snap_release },
-    [K_PLUGIN] = { .fmt = S_IFDIR, .perm = 0755, .nslots = 2, .child = fs_plugin_child,
+    [K_PLUGIN] = { .fmt = S_IFDIR, .perm = 0755, .nslots = 3, .child = fs_plugin_child,
                    .list = fs_list_reg, .mkdir = fs_plugin_mkdir, .rmdir = fs_plugin_rmdir,
                    .stat = fs_plugin_stat },
     [K_CURRENT] = { .name = "current", .fmt = S_IFLNK, .perm = 0777, .parent = K_PLUGIN,
@@ -37,8 +38,29 @@ const struct fs_kind_def fs_kinds[K_NKINDS] = {
     [K_STATS] = { .name = "stats", .fmt = S_IFREG, .perm = 0444, .parent = K_INST,
                   .slot = SLOT_PENDING - 1, .open = fs_stats_open, .read = fs_snap_read,
                   .release = fs_snap_release },
+    [K_KUBELET] = { .name = "kubelet", .fmt = S_IFREG, .perm = 0444, .parent = K_PLUGIN,
+                    .slot = 2, .exists = fs_kubelet_exists, .open = fs_kubelet_open,
+                    .read = fs_snap_read, .release = fs_snap_release },
     [K_PENDING] = { .fmt = S_IFLNK, .perm = 0777, .brief = true, .size = fs_pending_size,
                     .readlink = fs_pending_readlink, .unlink = fs_pending_unlink },
+    /* the cluster view: read-only (no mkdir, write, unlink: EPERM, EACCES) */
+    [K_CL_ROOT] = { .fmt = S_IFDIR, .perm = 0555, .nslots = SLOT_TYPE0 + REG_NTYPES,
+                    .child = fs_cl_dir_child, .stat = fs_cl_dir_stat,
+                    .resolve = fs_cl_resolve },
+    [K_CL_STATUS] = { .name = "status", .fmt = S_IFREG, .perm = 0444, .parent = K_CL_ROOT,
+                      .slot = 1, .open = fs_cl_status_open, .read = fs_snap_read,
+                      .release = fs_snap_release },
+    [K_CL_TYPE] = { .fmt = S_IFDIR, .perm = 0555, .child = fs_cl_dir_child, .list = fs_cl_list,
+                    .stat = fs_cl_dir_stat },
+    [K_CL_PLUGIN] = { .fmt = S_IFDIR, .perm = 0555, .nslots = 2, .child = fs_cl_dir_child,
+                      .list = fs_cl_list, .stat = fs_cl_dir_stat },
+    [K_CL_SUMMARY] = { .name = "summary", .fmt = S_IFREG, .perm = 0444, .parent = K_CL_PLUGIN,
+                       .slot = 1, .size = fs_cl_file_size, .open = fs_cl_file_open,
+                       .read = fs_snap_read, .release = fs_snap_release },
+    [K_CL_NODE] = { .fmt = S_IFDIR, .perm = 0555, .nslots = SLOT_ATTR0 + CL_NFIELDS,
+                    .child = fs_cl_dir_child, .stat = fs_cl_dir_stat },
+    [K_CL_FIELD] = { .fmt = S_IFREG, .perm = 0444, .size = fs_cl_file_size,
+                     .open = fs_cl_file_open, .read = fs_snap_read, .release = fs_snap_release },
 };
 
 fuse_ino_t fs_ino(uint64_t seq, unsigned slot)
@@ -85,6 +107,8 @@ int fs_resolve(struct fs *fs, fuse_ino_t ino, struct fs_node *out)
     }
     if (seq == 0)
         return in_dir(K_ROOT, slot, out);
+    if (seq >= FS_CL_SEQ0)
+        return fs_kinds[K_CL_ROOT].resolve(fs, seq - FS_CL_SEQ0, slot, out);
     if (slot == SLOT_PENDING) {
         struct pending_link l;
         if (pending_get(&fs->pend, seq, &l) < 0 || reg_get(fs->reg, l.inst, &out->r) < 0)
@@ -138,8 +162,13 @@ int fs_child(struct fs *fs, const struct fs_node *dir, const char *name, struct 
     uint64_t seq = dir->kind == K_ROOT || dir->kind == K_TYPE ? 0 : dir->r.seq;
     for (int k = 0; k < K_NKINDS; k++)
         if (fs_kinds[k].name && fs_kinds[k].parent == dir->kind &&
-            !strcmp(name, fs_kinds[k].name))
-            return fs_resolve(fs, fs_ino(seq, fs_kinds[k].slot), out);
+            !strcmp(name, fs_kinds[k].name)) {
+            /* a fixed name absent now (kubelet without -o kubelet_dir)
+             * leaves the name to the dir's own children */
+            int rc = fs_resolve(fs, fs_ino(seq, fs_kinds[k].slot), out);
+            if (rc != -ENOENT || !d->child)
+                return rc;
+        }
     return d->child ? d->child(fs, dir, name, out) : -ENOENT;
 }
 
@@ -148,6 +177,8 @@ const char *fs_node_name(const struct fs_node *n)
     switch (n->kind) {
     case K_TYPE: return reg_type_names[n->type];
     case K_ATTR: return reg_attrs[n->attr].name;
+    case K_CL_TYPE: return reg_type_names[n->type];
+    case K_CL_FIELD: return cl_field_names[n->cl_field];
     default: return fs_kinds[n->kind].name;
     }
 }

@@ -28,7 +28,10 @@
 
 enum fs_kind {
     K_ROOT, K_TYPE, K_EVENTS, K_METRICS, K_PLUGIN, K_CURRENT, K_INST, K_SOCKET, K_ATTR,
-    K_STATS, K_PENDING, K_NKINDS
+    K_STATS, K_PENDING, K_KUBELET,
+    /* the cluster view (kind_cluster.c) */
+    K_CL_ROOT, K_CL_STATUS, K_CL_TYPE, K_CL_PLUGIN, K_CL_SUMMARY, K_CL_NODE, K_CL_FIELD,
+    K_NKINDS
 };
 
 #define SLOT_BITS 5
@@ -38,6 +41,10 @@ enum fs_kind {
 #define SLOT_ATTR0 2             /* instance: 0 dir, 1 socket, 2.. attributes */
 #define SLOT_PENDING 31
 #define FS_NSLOTS 32
+/* The cluster view's inodes: seqs from here on (kind_cluster.c), far above
+ * any registry seq. */
+#define FS_CL_SEQ0 (UINT64_C(1) << 56)
+#define FS_CL_DIR "cluster"
 
 /* FUSE requests, counted per op for csifs_fuse_requests_total. */
 enum fs_op {
@@ -63,6 +70,7 @@ struct fs {
     struct fs_events *events;    /* readers of <mnt>/events (events_file.c) */
     struct fs_inval *inval;      /* notifier thread and pollers (inval.c) */
     struct fs_lookups *lookups;  /* inodes the kernel knows (lookups.c) */
+    struct cl_view *view;        /* -o cluster_view (kind_cluster.c), or NULL */
     /* Open files: a file still open when the connection ends gets no
      * RELEASE; fs_destroy releases them (fs_fh_release_all). Leaf lock. */
     pthread_mutex_t fh_mu;
@@ -110,6 +118,9 @@ struct fs_node {
                                     below: the instance */
     enum reg_attr attr;          /* K_ATTR */
     uint64_t pending;            /* K_PENDING: its id */
+    uint64_t cl_id;              /* K_CL_PLUGIN and below: the view object's id */
+    unsigned cl_fields;          /* K_CL_NODE: fields present (bit 1 << field) */
+    int cl_field;                /* K_CL_FIELD */
 };
 
 /* The head of every open file's state (fi->fh): set by fs_open. */
@@ -158,6 +169,9 @@ struct fs_kind_def {
     int (*write)(struct fs *fs, const struct fs_node *n, const char *buf, size_t len,
                  off_t off);                /* NULL: -EACCES for files, -EPERM otherwise */
     void (*release)(struct fs *fs, struct fs_fh *h);
+    /* a kind heading an inode range of its own (K_CL_ROOT: seqs from
+     * FS_CL_SEQ0): resolves (seq - base, slot) there */
+    int (*resolve)(struct fs *fs, uint64_t id, unsigned slot, struct fs_node *out);
 };
 extern const struct fs_kind_def fs_kinds[K_NKINDS];
 
@@ -199,6 +213,8 @@ struct fs_dirbuf {
 /* Cookies: "." 1, ".." 2, a fixed child slot + 3, a registry child seq +
  * FS_COOKIE_SEQ: stable with no open (the kernel caches listings). */
 #define FS_COOKIE_SEQ (FS_NSLOTS + 3)
+/* Add one entry (a list op's child); false once the buffer is full. */
+bool fs_dirbuf_add(struct fs_dirbuf *d, const char *name, const struct fs_node *n, off_t cookie);
 /* Registry children (plugins of a type, instances of a plugin). */
 void fs_list_reg(struct fs_dirbuf *d, const struct fs_node *dir);
 

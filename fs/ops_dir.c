@@ -55,6 +55,11 @@ static bool add(struct fs_dirbuf *d, const char *name, const struct fs_node *n, 
     return true;
 }
 
+bool fs_dirbuf_add(struct fs_dirbuf *d, const char *name, const struct fs_node *n, off_t cookie)
+{
+    return add(d, name, n, cookie);
+}
+
 static int add_reg_child(const struct reg_node *r, void *arg)
 {
     struct fs_dirbuf *d = arg;

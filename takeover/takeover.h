@@ -10,6 +10,7 @@
 #ifndef CSIFS_TAKEOVER_H
 #define CSIFS_TAKEOVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,5 +44,15 @@ int tk_store_present(void);
 int tk_notify_epoch(int fd);
 int tk_notify_resend(int fd);
 int tk_notify_poll(int fd, uint64_t kh);
+
+/* Upgrade in place (upgrade.c). prepare: at start, remember the binary's
+ * path (/proc/self/exe then) and argv (kept by the caller). exec: the fds
+ * at 3 and 4 as LISTEN_FDS with LISTEN_PID this pid, then execv: returns
+ * only on failure, a negative errno. upgraded: whether this image was
+ * started so (then it must not daemonize again); once. */
+#define SD_FDS_START 3
+void tk_upgrade_prepare(char **argv);
+int tk_upgrade_exec(int fuse_fd, int state_fd);
+bool tk_upgraded(void);
 
 #endif

@@ -12,6 +12,7 @@
  *            death_detect, probe_call
  * bare.c     the bare gRPC core baselines (run in a child process)
  * ring.c     failover, events_replay
+ * kubelet.c  kubelet_register
  * scale.c    restart_100k, memory_100k (a 1,000 x 100 tree)
  * floorfs.c  the floor of the tree rows (a program of its own: build/floorfs)
  * counts.c   --requests: FUSE requests per workload (in-process mount)
@@ -57,7 +58,7 @@ enum row {
     R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
-    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_NROWS
+    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER, R_NROWS
 };
 
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
@@ -170,6 +171,7 @@ void bench_register(void);    /* register.c */
 void bench_probe(void);       /* probe.c */
 void bench_ring(void);        /* ring.c */
 void bench_scale(void);       /* scale.c */
+void bench_kubelet(void);     /* kubelet.c */
 int bench_requests(void);     /* counts.c */
 
 /* ---- child modes (bare.c, ring.c), run as `csifs-bench --child ...` ---- */

@@ -99,6 +99,7 @@ int main(int argc, char **argv)
     bench_ring();
     bench_probe();
     bench_scale();
+    bench_kubelet();
     bench_report(json, now_s() - t0);
     return 0;
 }

@@ -42,6 +42,8 @@ static const struct row_def rows[R_NROWS] = {
                            "ms", '<', 20.0),
     [R_HTTP_METRICS] = ROW("http_metrics", "GET /metrics (-o http=) with the tree (10,000 instances)",
                            NULL, "ms", '<', 20.0),
+    [R_KUBELET_REGISTER] = ROW("kubelet_register", "-o kubelet_dir=: plugin healthy to its "
+                               "registration socket's appearance", NULL, "ms", '<', 100.0),
     [R_REGISTER_SERIAL] = ROW("register_serial", "1 writer: mkdir + socket symlink + rmdir, durable",
                               "durable floorfs", "cycles/s", '>', 0.9),
     [R_REGISTER_PARALLEL] = ROW("register_parallel", "8 writers on different plugins, durable",

@@ -239,6 +239,7 @@ Test(install, man_pages_lint_clean_and_render)
         "ERRORS", "ENOTEMPTY", "ENAMETOOLONG", "control character", "not an absolute path",
         "SIGHUP", "log_level=", "fuse.csifs state=/var/lib/csifs 0 0", "EVENTS", "lost N",
         "csifs_instances", "memory_peak_bytes",
+        "KUBERNETES", "kubelet_dir=", "node-driver-registrar",
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         cr_assert(strstr(out, rows[i]), "csifs(8) does not mention '%s'", rows[i]);
@@ -246,6 +247,7 @@ Test(install, man_pages_lint_clean_and_render)
     static const char *const hook_rows[] = {
         "run", "unmount", "CSI_PLUGIN_TYPE", "NOMAD_ALLOC_ID", "--env-file", "raw_exec",
         "containers:", "ExecStart=/usr/local/bin/csi-plugin-hook run",
+        "kind: DaemonSet", "livenessProbe:", "mountPropagation: Bidirectional",
     };
     for (size_t i = 0; i < sizeof(hook_rows) / sizeof(hook_rows[0]); i++)
         cr_assert(strstr(out, hook_rows[i]), "csi-plugin-hook(8) does not mention '%s'",

@@ -356,3 +356,44 @@ Test(takeover, fd_of_another_mount_point_falls_back_to_a_fresh_mount)
     cr_assert(!is_mount_root(mnt2));
     cr_assert(!is_mount_root(mnt));
 }
+
+static pid_t statloop_pid;
+
+/* A child stat()ing a file in a loop: exits 1 at the first error. */
+static pid_t statloop(const char *path)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    struct stat st;
+    for (;;)
+        if (stat(path, &st) < 0)
+            _exit(1);
+}
+
+Test(takeover, sigusr2_reexecs_with_the_same_pid)
+{
+    pid_t p = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    note_conn(mnt);
+    cr_assert_eq(sh("mkdir -p csi-node/c/a1"), 0);
+    char f[4200];
+    snprintf(f, sizeof(f), "%s/csi-node/c/a1/registered", mnt);
+    statloop_pid = statloop(f);
+    cr_assert_gt(statloop_pid, 0);
+    tu_note_pid(statloop_pid);
+    pids[npids++] = statloop_pid;
+    for (unsigned k = 1; k <= 3; k++) {
+        cr_assert_eq(kill(p, SIGUSR2), 0);
+        cr_assert(hd_wait_ready(&hd, k + 1, 10000), "no READY=1 after SIGUSR2 %u", k);
+        cr_assert_eq(waitpid(p, NULL, WNOHANG), 0, "the same process runs");
+        cr_assert_eq(sh("test -d csi-node/c/a1 && mkdir csi-node/c/a%u", k + 1), 0);
+    }
+    cr_assert_geq(hd.reloading, 3, "RELOADING=1 before each");
+    cr_assert_eq(waitpid(statloop_pid, NULL, WNOHANG), 0, "a stat failed across an upgrade");
+    cr_assert(log_has("upgrade: executing csifs again"));
+    kill_reap(statloop_pid, SIGKILL);
+    kill_reap(p, SIGTERM);
+    cr_assert(!is_mount_root(mnt), "SIGTERM after an upgrade unmounts");
+    cr_assert_eq(hd_nfds(&hd), 0, "and leaves nothing in the fd store");
+}
