@@ -2,6 +2,7 @@
 #include "fs/oplog.h"
 #include "fs/node.h"
 #include "base/log.h"
+#include "registry/events.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,16 @@
 static struct fuse_lowlevel_ops orig;
 
 #define PATH_CAP (4 * REG_NAME_MAX + 64)
+#define ESC_CAP 1024
+
+/* A name or socket target the caller gave, escaped as the events stream
+ * escapes (ev_escape): a refused one may hold a newline or another control
+ * character, which must not forge a log line. */
+static const char *esc(const char *s, char *buf)
+{
+    ev_escape(s, buf, ESC_CAP, 0);
+    return buf;
+}
 
 /* "csi-node/p/a/mount_point" of an inode, "?" when gone */
 static const char *node_path(fuse_req_t req, fuse_ino_t ino, char *buf)
@@ -82,45 +93,45 @@ static int refusal_prio(const char *why)
 
 static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-    char dir[PATH_CAP];
+    char dir[PATH_CAP], e[ESC_CAP];
     node_path(req, parent, dir);
-    WRAPPED(orig.mkdir(req, parent, name, mode), "mkdir %s/%s", dir, name);
+    WRAPPED(orig.mkdir(req, parent, name, mode), "mkdir %s/%s", dir, esc(name, e));
 }
 
 static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    char dir[PATH_CAP];
+    char dir[PATH_CAP], e[ESC_CAP];
     node_path(req, parent, dir);
-    WRAPPED(orig.rmdir(req, parent, name), "rmdir %s/%s", dir, name);
+    WRAPPED(orig.rmdir(req, parent, name), "rmdir %s/%s", dir, esc(name, e));
 }
 
 static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    char dir[PATH_CAP];
+    char dir[PATH_CAP], e[ESC_CAP];
     node_path(req, parent, dir);
-    WRAPPED(orig.unlink(req, parent, name), "unlink %s/%s", dir, name);
+    WRAPPED(orig.unlink(req, parent, name), "unlink %s/%s", dir, esc(name, e));
 }
 
 /* A symlink under another name in an instance dir is `ln -sfn`'s pending
  * link (DESIGN 5): its refusal is the socket's, logged under that name. */
 static void w_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-    char dir[PATH_CAP];
+    char dir[PATH_CAP], e[ESC_CAP];
     node_path(req, parent, dir);
-    WRAPPED(orig.symlink(req, target, parent, name), "socket %s -> %s", dir, target);
+    WRAPPED(orig.symlink(req, target, parent, name), "socket %s -> %s", dir, esc(target, e));
     (void)name;
 }
 
 static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                      const char *newname, unsigned int flags)
 {
-    char dir[PATH_CAP];
+    char dir[PATH_CAP], e[ESC_CAP], e2[ESC_CAP];
     node_path(req, parent, dir);
     if (!strcmp(newname, "socket"))   /* ln -sfn's last step */
         WRAPPED(orig.rename(req, parent, name, newparent, newname, flags), "socket %s", dir);
     else
         WRAPPED(orig.rename(req, parent, name, newparent, newname, flags), "rename %s/%s to %s",
-                dir, name, newname);
+                dir, esc(name, e), esc(newname, e2));
 }
 
 static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

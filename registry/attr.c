@@ -89,8 +89,12 @@ static void show_history(const struct inst *i, struct out *o)
     for (unsigned k = 0; i->hist && k < i->nhist; k++) {
         const struct hist *h = &i->hist[(i->hist_head + k) % REG_HISTORY];
         utc(o, h->at_ms / 1000, (int)(h->at_ms % 1000));
-        put(o, " %lld.%03lldms %s %s\n", (long long)(h->latency_us / 1000),
-            (long long)(h->latency_us % 1000), outcome[h->outcome], h->reason->s);
+        /* "... 0.212ms ok", or "... 5000.000ms error: Probe timed out after 5s":
+         * the reason only when it says more than the result */
+        bool plain = h->outcome == REG_PROBE_OK && !strcmp(h->reason->s, "ok");
+        put(o, " %lld.%03lldms %s%s%s\n", (long long)(h->latency_us / 1000),
+            (long long)(h->latency_us % 1000), outcome[h->outcome], plain ? "" : ": ",
+            plain ? "" : h->reason->s);
     }
 }
 

@@ -309,8 +309,13 @@ static void unmount_state(void)
 /* A full store reaches the caller as ENOSPC, and the tree stays as it was. */
 Test(daemon, store_full, .fini = unmount_state)
 {
-    struct tf_opts o = { .tag = "full" };
-    char cmd[1024];
+    char cmd[1024], logf[256], lopt[300];
+    /* the log tells a full store (warning) from max_instances (info,
+     * tests/integration/oplog) in its own words */
+    snprintf(logf, sizeof(logf), "%s/csifs-full-%d.log", P_tmpdir, (int)getpid());
+    unlink(logf);
+    snprintf(lopt, sizeof(lopt), "log_file=%s", logf);
+    struct tf_opts o = { .tag = "full", .extra_opts = lopt };
     /* the state dir on its own small tmpfs */
     cr_assert_eq(tf_spawn(&t, &o), 0);
     tf_kill(&t, false);
@@ -336,6 +341,10 @@ Test(daemon, store_full, .fini = unmount_state)
     struct stat st;
     cr_assert_eq(stat(P(name), &st), -1, "the refused mkdir left nothing");
     cr_assert_eq(tf_sh(&t, "cat csi-node/p/a0/health >/dev/null"), 0, "reads keep working");
+    cr_assert_eq(tf_sh(&t, "grep -Eq ' warning refused: mkdir %s by uid [0-9]+ pid [0-9]+ "
+                           "\\([^)]*\\): the state store is full \\(disk or map\\)$' '%s'",
+                       name, logf), 0, "no warning for the full store in %s", logf);
+    unlink(logf);
     /* space returns */
     snprintf(cmd, sizeof(cmd), "rm -f '%s/filler'", t.state);
     cr_assert_eq(system(cmd), 0);

@@ -98,3 +98,25 @@ Test(oplog, log_level_warning_keeps_only_warnings)
                   "lines below warning at log_level=warning");
     unlink(logf);
 }
+
+/* A refused name or socket target holding a newline is logged escaped as
+ * the events stream escapes it: it cannot forge a line. */
+Test(oplog, control_characters_in_refused_names_and_targets_are_escaped)
+{
+    pu_use(&t);
+    char opts[1024];
+    snprintf(logf, sizeof(logf), "%s/csifs-oplog-e-%d.log", P_tmpdir, (int)getpid());
+    unlink(logf);
+    snprintf(opts, sizeof(opts), "log_file=%s", logf);
+    spawn(opts);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a"), 0);
+    cr_assert_neq(tf_sh(&t, "mkdir \"csi-node/p/x$(printf '\\nforged')\" 2>/dev/null"), 0);
+    cr_assert_neq(tf_sh(&t, "ln -sfn \"/x$(printf '\\nforged\\tline')\" csi-node/p/a/socket "
+                            "2>/dev/null"), 0);
+    LOG_HAS(TS "info refused: mkdir csi-node/p/x\\\\nforged by uid [0-9]+ pid [0-9]+ "
+               "\\(mkdir\\): name must be 1-63 of ");
+    LOG_HAS(TS "info refused: socket csi-node/p/a -> /x\\\\nforged\\\\tline by uid [0-9]+ pid "
+               "[0-9]+ \\(ln\\): control characters are not allowed$");
+    cr_assert_neq(tf_sh(&t, "grep -q '^forged' '%s'", logf), 0, "a forged line in the log");
+    unlink(logf);
+}

@@ -34,8 +34,11 @@ static int history_ok(const char *inst, double max_ms)
     for (const char *line = h; *line; n++) {
         double ms;
         char outcome[16];
-        cr_assert_eq(sscanf(line, "%*s %lfms %15s", &ms, outcome), 2, "history: %s", line);
+        int end = 0;
+        /* "<time> <latency>ms ok": nothing after a plain ok */
+        cr_assert_eq(sscanf(line, "%*s %lfms %15s%n", &ms, outcome, &end), 2, "history: %s", line);
         cr_assert_str_eq(outcome, "ok", "history: %s", line);
+        cr_assert(line[end] == '\n' || !line[end], "history: %s", line);
         cr_assert_lt(ms, max_ms, "history: %s", line);
         const char *nl = strchr(line, '\n');
         line = nl ? nl + 1 : line + strlen(line);

@@ -103,7 +103,8 @@ Test(prober_faults, fast_socket_flips_leave_no_connection_behind)
 
 /* ---- 13.5: each probe names its own cause, never a path ---- */
 
-/* Every line of inst's history ends with " <reason>" (at least n lines). */
+/* Every line of inst's history is "<time> <latency>ms error: <reason>"
+ * or "... not_ready: <reason>" (at least n lines). */
 static void history_says(const char *inst, const char *reason, int n)
 {
     char rel[256];
@@ -115,8 +116,10 @@ static void history_says(const char *inst, const char *reason, int n)
     for (char *l = h, *nl; *l; l = nl ? nl + 1 : l + strlen(l), lines++) {
         nl = strchr(l, '\n');
         size_t len = nl ? (size_t)(nl - l) : strlen(l);
-        cr_assert(len > rl && l[len - rl - 1] == ' ' && !strncmp(l + len - rl, reason, rl),
-                  "%s: line %.*s does not end with \"%s\"", rel, (int)len, l, reason);
+        bool err = len > rl + 10 && !strncmp(l + len - rl - 10, "ms error: ", 10);
+        bool nr = len > rl + 14 && !strncmp(l + len - rl - 14, "ms not_ready: ", 14);
+        cr_assert((err || nr) && !strncmp(l + len - rl, reason, rl),
+                  "%s: line %.*s does not end with \"ms error: %s\"", rel, (int)len, l, reason);
         cr_assert_null(strstr(l, t.dir), "%s names a path: %s", rel, l);
     }
     cr_assert_geq(lines, n, "%s: %d lines", rel, lines);

@@ -312,8 +312,8 @@ Test(registry, health_table)
     expect(i, "unknown", "no socket set", "1");
     /* history: one line per applied probe, oldest first */
     char *h = attr(i, REG_A_HISTORY);
-    cr_assert(strstr(h, " 0.071ms error connect: Connection refused\n"), "%s", h);
-    cr_assert(strstr(h, "ms ok ok"), "%s", h);
+    cr_assert(strstr(h, " 0.071ms error: connect: Connection refused\n"), "%s", h);
+    cr_assert(strstr(h, "ms ok\n") && !strstr(h, "ok ok"), "%s", h);
 }
 
 Test(registry, history_keeps_last_16)
@@ -330,8 +330,8 @@ Test(registry, history_keeps_last_16)
     for (char *c = h; *c; c++)
         lines += *c == '\n';
     cr_assert_eq(lines, 16, "%s", h);
-    cr_assert(strstr(h, "error e4\n") == h + strcspn(h, "\n") - strlen("error e4") &&
-              strstr(h, "error e19"), "%s", h);
+    cr_assert(strstr(h, "error: e4\n") == h + strcspn(h, "\n") - strlen("error: e4") &&
+              strstr(h, "error: e19"), "%s", h);
 }
 
 Test(registry, attributes)
@@ -513,10 +513,10 @@ Test(registry, history_names_each_probe_own_cause)
     cr_assert_str_eq(attr(i, REG_A_REASON),
                      "did not become healthy within 200ms: fingerprint: empty node_id");
     char *h = attr(i, REG_A_HISTORY);
-    cr_assert(strstr(h, "ms error Probe timed out after 1s\n"), "%s", h);
-    cr_assert(strstr(h, "ms error protocol: not HTTP/2\n"), "%s", h);
-    cr_assert(strstr(h, "ms not_ready not ready\n"), "%s", h);
-    cr_assert(strstr(h, "ms error fingerprint: empty node_id"), "%s", h);
+    cr_assert(strstr(h, "ms error: Probe timed out after 1s\n"), "%s", h);
+    cr_assert(strstr(h, "ms error: protocol: not HTTP/2\n"), "%s", h);
+    cr_assert(strstr(h, "ms not_ready: not ready\n"), "%s", h);
+    cr_assert(strstr(h, "ms error: fingerprint: empty node_id"), "%s", h);
     cr_assert(!strstr(h, "did not become healthy"), "%s", h);
     cr_assert(!strstr(h, " ok "), "%s", h);
 }
