@@ -315,6 +315,7 @@ void csifs_help_print(const char *prog)
            "  cluster_ttl=DUR        lease TTL, whole seconds, at least 2s (default 10s)\n"
            "  cluster_cacert=FILE    CA of https:// endpoints (PEM)\n"
            "  cluster_cert=FILE      client certificate (PEM), with cluster_key=FILE\n"
+           "  cluster_view           every host's keys read-only under MNT/cluster/\n"
            "  kubelet_dir=DIR        register csi-node plugins with the kubelet there\n"
            "                         (/var/lib/kubelet/plugins_registry; off by default)\n"
            "  log_level=LEVEL        debug, info (default), notice, warning or err\n"
