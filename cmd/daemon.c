@@ -411,8 +411,12 @@ static int serve(struct run *r)
         sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%lld", (long long)csifs_mono_us());
         csifs_log(LOG_NOTICE, "upgrade: executing csifs again on %s (pid %ld)", o->mountpoint,
                   (long)getpid());
+        cl_view_free(view);          /* no thread may touch the registry past reg_close */
+        fs_cluster_attach(r->fs, NULL);
         cl_pub_stop(pub, false);
         csi_prober_stop(pr);
+        fs_kubelet_source(NULL, NULL);
+        kubelet_stop(kub);
         reg_close(reg);
         cl_pub_free(pub);
         csi_prober_free(pr);

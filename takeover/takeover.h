@@ -50,7 +50,6 @@ int tk_notify_poll(int fd, uint64_t kh);
  * at 3 and 4 as LISTEN_FDS with LISTEN_PID this pid, then execv: returns
  * only on failure, a negative errno. upgraded: whether this image was
  * started so (then it must not daemonize again); once. */
-#define SD_FDS_START 3
 void tk_upgrade_prepare(char **argv);
 int tk_upgrade_exec(int fuse_fd, int state_fd);
 bool tk_upgraded(void);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #define TK_REEXEC_ENV "CSIFS_REEXEC"
@@ -36,7 +37,8 @@ int tk_upgrade_exec(int fuse_fd, int state_fd)
         return -ENOENT;
     /* the fds at 3 and 4 (copies first: either may be 3 or 4 now) */
     int a = fcntl(fuse_fd, F_DUPFD_CLOEXEC, 10), b = fcntl(state_fd, F_DUPFD_CLOEXEC, 10);
-    if (a < 0 || b < 0 || dup2(a, SD_FDS_START) < 0 || dup2(b, SD_FDS_START + 1) < 0)
+    if (a < 0 || b < 0 || dup2(a, SD_LISTEN_FDS_START) < 0 ||
+        dup2(b, SD_LISTEN_FDS_START + 1) < 0)
         return -errno;
     close(a);
     close(b);

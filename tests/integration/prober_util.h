@@ -54,12 +54,9 @@ static inline void pu_spawn(const char *tag, const char *opts)
 /* A socket path in the test's temp dir (a static rotating buffer). */
 static inline const char *pu_sock(const char *name)
 {
-    static char bufs[4][108];
-    static int k;
-    char *b = bufs[k++ % 4];
-    int n = snprintf(b, sizeof(bufs[0]), "%s/%s", tt->dir, name);
-    cr_assert(n > 0 && n < (int)sizeof(bufs[0]), "socket path too long");
-    return b;
+    const char *p = tu_path(tt->dir, name);
+    cr_assert(p && strlen(p) < 108, "socket path too long");
+    return p;
 }
 
 /* mkdir -p <type>/<plugin>/<alloc> and point its socket at target. */

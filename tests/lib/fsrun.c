@@ -168,23 +168,16 @@ void tf_stop(struct tf *t)
 
 const char *tf_path(struct tf *t, const char *rel)
 {
-    static char bufs[4][4096];
-    static int k;
-    char *b = bufs[k++ % 4];
-    snprintf(b, sizeof(bufs[0]), "%s/%s", t->mnt, rel);
-    return b;
+    return tu_path(t->mnt, rel);
 }
 
 int tf_sh(struct tf *t, const char *fmt, ...)
 {
-    char cmd[8192], full[8400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    int rc = tu_vsh(t->mnt, fmt, ap);
     va_end(ap);
-    snprintf(full, sizeof(full), "MNT='%s'; cd \"$MNT\" && { %s\n}", t->mnt, cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return rc;
 }
 
 const char *tf_cat(struct tf *t, const char *rel)

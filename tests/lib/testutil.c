@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 
 int64_t tu_ms(int64_t ms)
 {
@@ -112,6 +113,24 @@ const char *tu_build_dir(void)
 {
     const char *b = getenv("BUILD");
     return b && *b ? b : "build";
+}
+
+const char *tu_path(const char *dir, const char *name)
+{
+    static char bufs[4][4096];
+    static int k;
+    char *b = bufs[k++ % 4];
+    int n = snprintf(b, sizeof(bufs[0]), "%s/%s", dir, name);
+    return n > 0 && n < (int)sizeof(bufs[0]) ? b : NULL;
+}
+
+int tu_vsh(const char *dir, const char *fmt, va_list ap)
+{
+    char cmd[8192], full[8400];
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    snprintf(full, sizeof(full), "MNT='%s'; cd \"$MNT\" && { %s\n}", dir, cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 int tu_count_lines(const char *s)

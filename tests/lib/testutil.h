@@ -6,6 +6,7 @@
 #ifndef CSIFS_TESTUTIL_H
 #define CSIFS_TESTUTIL_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -32,5 +33,11 @@ void tu_note(const char *kind, const char *value);
 void tu_note_pid(pid_t pid);
 /* Directory holding the built binaries (BUILD env or "build"). */
 const char *tu_build_dir(void);
+/* "dir/name" in one of 4 rotating static buffers (good until the fourth
+ * call after it); NULL when it does not fit. */
+const char *tu_path(const char *dir, const char *name);
+/* Run a shell command in dir ($MNT is dir there); its exit status, 128 +
+ * the signal when killed. */
+int tu_vsh(const char *dir, const char *fmt, va_list ap);
 
 #endif

@@ -40,11 +40,7 @@ TestSuite(cluster_publish, .init = setup, .fini = teardown, .timeout = 180);
 
 static const char *sock(const char *name)
 {
-    static char buf[4][200];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof(buf[0]), "%s/%s", pdir, name);
-    return b;
+    return tu_path(pdir, name);
 }
 
 /* A healthy csi-node plugin <plugin>/a on host h, served by p. */

@@ -84,11 +84,7 @@ static bool holds(void *arg)
 
 static const char *sock(const char *name)
 {
-    static char buf[4][200];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof(buf[0]), "%s/%s", pdir, name);
-    return b;
+    return tu_path(pdir, name);
 }
 
 /* A healthy csi-node instance <plugin>/<alloc> on host h, served by p. */

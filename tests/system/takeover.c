@@ -114,14 +114,11 @@ TestSuite(takeover, .init = setup, .fini = teardown, .timeout = 60);
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int sh(const char *fmt, ...)
 {
-    char cmd[8192], full[16384];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    int rc = tu_vsh(mnt, fmt, ap);
     va_end(ap);
-    snprintf(full, sizeof(full), "cd '%s' && { %s; }", mnt, cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return rc;
 }
 
 static bool current_is_a1(void *arg)
