@@ -336,9 +336,9 @@ static struct http *start_http(struct run *r, struct reg *reg)
 }
 
 static ssize_t kubelet_file(void *arg, enum reg_type type, const char *plugin, char *buf,
-                            size_t cap)
+                            size_t cap, char *prov, size_t provcap)
 {
-    return kubelet_show(arg, type, plugin, buf, cap);
+    return kubelet_show(arg, type, plugin, buf, cap, prov, provcap);
 }
 
 /* -o kubelet_dir=: register csi-node plugins from now on; 0 or -errno. */
