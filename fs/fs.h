@@ -62,10 +62,11 @@ uint64_t fs_invalidations(struct fs *fs, uint64_t *missed);
  * (http/): *text is malloc'd, *len bytes, no NUL counted. 0 or -ENOMEM. */
 int fs_metrics_text(struct fs *fs, char **text, size_t *len);
 /* The `kubelet` file of csi-node plugin dirs (DESIGN 14) shows what show
- * writes (kubelet_show's contract); without a source it does not exist.
- * Set once, before serving (cmd/ with -o kubelet_dir=). */
+ * writes (kubelet_show's contract, with the provider into prov when it is
+ * not NULL), and csifs_kubelet_registered samples it; without a source
+ * neither exists. Set once, before serving (cmd/ with -o kubelet_dir=). */
 typedef ssize_t fs_kubelet_show_fn(void *arg, enum reg_type type, const char *plugin,
-                                   char *buf, size_t cap);
+                                   char *buf, size_t cap, char *prov, size_t provcap);
 void fs_kubelet_source(fs_kubelet_show_fn *show, void *arg);
 /* Requests kept unanswered on purpose: events reads waiting for a line.
  * /healthz (DESIGN 14) does not count them as stuck. Any thread. */
