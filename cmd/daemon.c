@@ -373,6 +373,7 @@ static int serve(struct run *r)
     struct cl_pub *pub = NULL;
     struct cl_view *view = NULL;
     raise_nofile();
+    fs_helper_start(r->fs);          /* before the lock file and the store (DESIGN 13) */
     int64_t t0 = csifs_mono_us();
     /* main() ran store_check_forked on the state dir (store.h) */
     int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
