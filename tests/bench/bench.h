@@ -141,6 +141,10 @@ ssize_t readf(struct tf *t, char *buf, size_t len, const char *fmt, ...)
  * reads want and a newline, for every i; true when all did within timeout_s. */
 bool wait_files(struct tf *t, const char *fmt, int n, const char *want, double timeout_s)
     __attribute__((format(printf, 2, 0)));
+/* The time stamp (ms, CLOCK_REALTIME) of the next line of a csifs `events`
+ * file holding needle, read from fd (O_NONBLOCK) within timeout_ms; -1
+ * when none came. Forgets what was read. */
+int64_t event_time(int fd, const char *needle, int timeout_ms);
 /* Print a progress line to stderr ("bench: ..."). */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -164,6 +168,11 @@ double cat_pass(const char *path);
 /* Stop t's csifs and start it again, durable, on the same state: ms from
  * the start until a readdir of csi-node lists `plugins` plugins, or NAN. */
 double restart_until_listed(struct tf *t, int plugins);
+
+/* register_serial's cycles (register.c) on the mount of on, plugin
+ * csi-node/<plugin> (made already), `socket` links pointing at to:
+ * cycles/s, or NAN when one failed. */
+double register_serial_on(struct tf *on, const char *plugin, const char *to);
 
 /* ---- groups ---- */
 void bench_tree(void);        /* tree.c */
