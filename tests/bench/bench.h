@@ -13,6 +13,8 @@
  * bare.c     the bare gRPC core baselines (run in a child process)
  * ring.c     failover, events_replay
  * kubelet.c  kubelet_register
+ * cluster.c  cluster_propagate, cluster_writes, cluster_isolation (a real
+ *            3-member etcd); cluster_scale.c cluster_view_scale
  * scale.c    restart_100k, memory_100k (a 1,000 x 100 tree)
  * floorfs.c  the floor of the tree rows (a program of its own: build/floorfs)
  * counts.c   --requests: FUSE requests per workload (in-process mount)
@@ -58,7 +60,8 @@ enum row {
     R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
-    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER, R_NROWS
+    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER,
+    R_CLUSTER_PROPAGATE, R_CLUSTER_WRITES, R_CLUSTER_VIEW_SCALE, R_CLUSTER_ISOLATION, R_NROWS
 };
 
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
@@ -181,10 +184,17 @@ void bench_probe(void);       /* probe.c */
 void bench_ring(void);        /* ring.c */
 void bench_scale(void);       /* scale.c */
 void bench_kubelet(void);     /* kubelet.c */
+void bench_cluster(void);     /* cluster.c */
+/* SIGCONT and SIGKILL the cluster group's etcd members (async-signal-safe:
+ * the driver's signal handler). */
+void bench_cluster_kill(void);
+struct te;
+void cluster_scale(struct te *e);   /* cluster_scale.c, on bench_cluster's etcd */
 int bench_requests(void);     /* counts.c */
 
 /* ---- child modes (bare.c, ring.c), run as `csifs-bench --child ...` ---- */
 int bare_main(int argc, char **argv);
 int readlinker_main(int argc, char **argv);
+int cluster_fill_main(int argc, char **argv);   /* cluster-fill URL PREFIX HOSTS PLUGINS */
 
 #endif
