@@ -86,6 +86,9 @@ void sleep_s(double s);
 long proc_rss_kib(pid_t pid);            /* VmRSS, -1 on error */
 long proc_rss_anon_kib(pid_t pid);       /* RssAnon (no file pages), -1 on error */
 double proc_cpu_s(pid_t pid);            /* utime + stime, -1 on error */
+/* Time its threads (those alive now) spent runnable but waiting for a CPU
+ * (/proc/PID/task/T/schedstat), -1 on error. */
+double proc_runq_wait_s(pid_t pid);
 /* The machine's CPU time so far, all CPUs (/proc/stat): busy (user, nice,
  * system, irq, softirq) and stolen by the hypervisor; 0 or -errno. */
 int sys_cpu_steal(double *busy_s, double *steal_s);
@@ -172,10 +175,10 @@ double cat_pass(const char *path);
  * the start until a readdir of csi-node lists `plugins` plugins, or NAN. */
 double restart_until_listed(struct tf *t, int plugins);
 
-/* register_serial's cycles (register.c) on the mount of on, plugin
+/* cycles of register_serial's (register.c) on the mount of on, plugin
  * csi-node/<plugin> (made already), `socket` links pointing at to:
  * cycles/s, or NAN when one failed. */
-double register_serial_on(struct tf *on, const char *plugin, const char *to);
+double register_serial_on(struct tf *on, const char *plugin, const char *to, int cycles);
 
 /* ---- groups ---- */
 void bench_tree(void);        /* tree.c */

@@ -125,25 +125,25 @@ static double floor_serial(void)
     if (pid < 0)
         return NAN;
     struct tf floor = { .mnt = mnt };
-    double v = register_serial_on(&floor, "serial", target);
+    double v = register_serial_on(&floor, "serial", target, cfg.reg_cycles);
     floor_stop(pid, mnt);
     return v;
 }
 
-double register_serial_on(struct tf *on, const char *plugin, const char *to)
+double register_serial_on(struct tf *on, const char *plugin, const char *to, int cycles)
 {
-    struct writer w = { on->mnt, plugin, to, cfg.reg_cycles, NULL, 0 };
+    struct writer w = { on->mnt, plugin, to, cycles, NULL, 0 };
     double t0 = now_s();
     write_cycles(&w);
     double dt = now_s() - t0;
-    return w.failed ? NAN : cfg.reg_cycles / dt;
+    return w.failed ? NAN : cycles / dt;
 }
 
 /* One writer: cycles/s. */
 static double serial(void)
 {
     uint64_t before = last_txnid(t.state);
-    double v = register_serial_on(&t, "serial", target);
+    double v = register_serial_on(&t, "serial", target, cfg.reg_cycles);
     note_commits(R_REGISTER_SERIAL, before, cfg.reg_cycles);
     return v;
 }

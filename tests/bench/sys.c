@@ -3,6 +3,7 @@
 #include "tests/lib/testutil.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -97,6 +98,29 @@ double proc_cpu_s(pid_t pid)
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double proc_runq_wait_s(pid_t pid)
+{
+    char dir[64], path[400], buf[128];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    double wait = 0;
+    unsigned long long run, w;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/schedstat", dir, e->d_name);
+        FILE *f = fopen(path, "re");
+        if (f && fgets(buf, sizeof(buf), f) && sscanf(buf, "%llu %llu", &run, &w) == 2)
+            wait += (double)w / 1e9;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return wait;
 }
 
 int sys_cpu_steal(double *busy_s, double *steal_s)
