@@ -211,6 +211,17 @@ static void settle(struct reg *reg, struct mut *m, bool applied)
         m->k->undo(reg, m);
 }
 
+/* A caller's m (mut_submit) has its outcome rc: a mut_new's has its kind's
+ * fin and is freed (no lock held). */
+static void finish(struct reg *reg, struct mut *m, int rc)
+{
+    if (!m->heap)
+        return;
+    if (m->k->fin)
+        m->k->fin(reg, m, rc);
+    mut_free(m);
+}
+
 /* Answer every mutation of list with rc (wlock held on entry and return):
  * wake the waiting callers; then, with wlock released, run the queued
  * ones' fin and reply, in order, and free them. */
@@ -469,11 +480,7 @@ int mut_submit(struct reg *reg, struct mut *m)
         if (m->k->undo)
             m->k->undo(reg, m);
         pthread_mutex_unlock(&reg->wlock);
-        if (m->heap) {
-            if (m->k->fin)
-                m->k->fin(reg, m, rc);
-            mut_free(m);
-        }
+        finish(reg, m, rc);
         return rc;
     }
     reg->pend_links = links;
@@ -507,11 +514,7 @@ int mut_submit(struct reg *reg, struct mut *m)
     rc = m->rc;
     pthread_mutex_unlock(&reg->wlock);
     pthread_cond_destroy(&m->cv);
-    if (m->heap) {
-        if (m->k->fin)
-            m->k->fin(reg, m, rc);
-        mut_free(m);
-    }
+    finish(reg, m, rc);
     return rc;
 }
 
