@@ -219,7 +219,6 @@ enum reg_change_kind {
 struct reg_caller {
     uint32_t uid;
     int32_t pid;
-    char comm[16];                  /* "" when unknown */
 };
 /* This thread's next mutations are c's (NULL: nobody's). */
 void reg_caller_set(const struct reg_caller *c);
