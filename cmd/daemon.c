@@ -390,6 +390,8 @@ static int serve(struct run *r)
                 o->state, (long long)((csifs_mono_us() - t0) / 1000));
         note_lock(st, o->mountpoint);
     }
+    if (rc == 0 && r->state.fd >= 0)
+        tk_state_keep(&r->state, reg, r->takeover);   /* before serving and probing */
     if (rc == 0 && (rc = fs_oplog_subscribe(reg)) == 0 && (rc = fs_attach(r->fs, reg)) < 0)
         snprintf(err, sizeof(err), "cannot start the notifier: %s", strerror(-rc));
     if (rc == 0 && r->takeover)

@@ -80,17 +80,20 @@ void fs_cluster_attach(struct fs *fs, struct cl_view *v);
 void fs_cluster_changed(void *arg, const struct cl_view_change *c);
 /* ---- Restart without unmount (DESIGN 13; takeover/ keeps the memory) ----
  * fi->fh is a token into a table of open files that a successor on the
- * same connection inherits; the INIT request read is kept beside it. */
+ * same connection inherits; the INIT request read and the pending links
+ * are kept beside it. */
 struct fs_saved_fh {
     uint32_t live, gen;          /* gen: the slot's token generation */
     uint32_t kind, flags;        /* node kind, open flags */
     uint64_t ino, kh;            /* kh: the kernel's poll handle id, 0 none */
 };
+struct pending_table;             /* fs/pending.h */
 struct fs_handover {
     void *init;                  /* the INIT request as read, *init_len bytes */
     uint32_t init_cap, *init_len;
     struct fs_saved_fh *fhs;
     uint32_t nfhs;
+    struct pending_table *links; /* pending links (ln -sfn), NULL: kept by fs/ */
     bool takeover;               /* they hold a predecessor's (else zeroed) */
 };
 /* Before any open, from fs_session on: use h's memory (it outlives the
