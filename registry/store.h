@@ -81,6 +81,31 @@ struct store_holder {
  * (*h then names the last holder), or a negative errno (-ENOENT: no lock
  * file). */
 int store_lock_holder(const char *dir, struct store_holder *h);
+/* ---- the ring of committed requests (DESIGN 13, "Exactly once") ----
+ *
+ * Every commit also records each of its mutations that answers a FUSE
+ * request (registry.h reg_ring_set), in the same transaction: one record of
+ * 120 bytes per mutation, the last STORE_RING_SIZE kept. Keys in the main
+ * database, beside the registry's:
+ *   "r/" + slot (2 bytes, big endian), slot = position % STORE_RING_SIZE
+ * (4 bytes: a later record takes the slot of the one STORE_RING_SIZE
+ * before it). Value: the record header (store_int.h, kind 4), then 112
+ * bytes in the machine's byte order (registry/store_ring.c struct
+ * ring_val): position (u64, counting from 0 at each fresh connection),
+ * connection nonce, FUSE unique (FUSE_UNIQUE_RESEND cleared), the
+ * request's nodeid (the parent dir, or the file written), seq of the
+ * object written (u64 each), FUSE opcode (u32), outcome (i32: the errno
+ * answered, 0), name (64 bytes, NUL-padded; "" when none). A mkdir's entry
+ * is rebuilt from the registry by its parent and name. Checked with every
+ * record at open (header, CRC, size, slot); the load skips them.
+ *
+ * store_ring_start, before any commit of the process: commits write nonce
+ * into their records, and reg_ring_find matches only records of nonce.
+ * fresh (a new FUSE connection, whose uniques start again): every ring
+ * record is deleted first (one transaction). A takeover keeps the nonce
+ * of the connection it takes and the ring. 0 or -ENOSPC/-EIO. */
+#define STORE_RING_SIZE 4096
+int store_ring_start(struct store *st, uint64_t nonce, bool fresh);
 /* CRC-32 (IEEE 802.3, as zlib's crc32): crc 0 to start, chain by passing
  * the previous result. */
 uint32_t store_crc32(uint32_t crc, const void *buf, size_t len);

@@ -14,6 +14,7 @@
 
 #include <lmdb.h>
 #include <stdarg.h>
+#include <sys/types.h>
 
 #include "proto/registry.pb-c.h"
 #include "registry/store.h"
@@ -27,10 +28,28 @@
 
 enum store_kind {
     SK_PLUGIN = 1, SK_INST = 2, SK_META = 3,     /* schema version 2 */
+    SK_RING = 4,                                 /* the ring (store_ring.c): no message */
     SK_V1_PLUGIN = 11, SK_V1_META = 13,          /* schema version 1 */
 };
 
 extern const MDB_val store_key_version, store_key_meta;
+
+/* The ring of committed requests (store.h, DESIGN 13): whose records the
+ * commits write (nonce) and where the next one goes (next, counting). */
+struct store_ring {
+    uint64_t nonce, next;
+};
+
+struct store {
+    MDB_env *env;
+    MDB_dbi dbi;
+    int lockfd;
+    off_t reserved_to;               /* data.mdb's blocks are allocated up to here */
+    char *dir;
+    char file[4096];                 /* <dir>/data.mdb, for messages */
+    struct reg_backend be;
+    struct store_ring ring;          /* nonce: set before serving; next: commit thread */
+};
 
 /* Sort n numbers ascending (v may be NULL when n is 0). */
 void store_sort_u64(uint64_t *v, size_t n);
@@ -51,6 +70,13 @@ void store_key_v1(MDB_val *key, char *buf, enum reg_type type, const char *plugi
  * written in place with MDB_RESERVE. Returns an LMDB code. */
 int store_put_msg(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
                   const ProtobufCMessage *msg);
+/* The same for a payload that is no message (SK_RING). */
+int store_put_raw(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
+                  const void *payload, size_t n);
+/* The header of a record of the expected kind, and its CRC unless !crc:
+ * 0, or -EBADMSG with *why saying what is wrong. */
+int store_check_hdr(const MDB_val *key, const MDB_val *val, enum store_kind kind, bool crc,
+                    char *why, size_t whylen);
 /* Check the header and CRC of a record of the expected kind and unpack it.
  * Returns the message (free with protobuf_c_message_free_unpacked) or NULL
  * with *why saying what is wrong. */
@@ -96,6 +122,19 @@ void store_inst_from_pb(const Csifs__Store__Instance *m, struct store_inst *i);
 /* fp: storage for the fingerprint submessage (left out when all empty). */
 void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
                       Csifs__Store__Fingerprint *fp);
+
+/* store_ring.c: a ring record put in a commit's write txn at *next,
+ * which moves on (the caller keeps it once the txn commits); a ring record checked on its own (store_scan); the next
+ * position, read at open; every ring record deleted; the lookup
+ * (reg_ring_find's). LMDB codes, but check (-EBADMSG) and find (as
+ * reg_ring_find). */
+int store_ring_put(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, uint64_t *next,
+                   const struct store_ring_rec *r);
+int store_ring_check(const MDB_val *key, const MDB_val *val, char *why, size_t whylen);
+int store_ring_next(MDB_txn *txn, MDB_dbi dbi, uint64_t *next);
+int store_ring_clear(MDB_txn *txn, MDB_dbi dbi);
+int store_ring_get(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, const struct reg_ring_key *k,
+                   int *rc);
 
 /* An LMDB or system error as a negative errno: the refusal codes of store.h
  * for LMDB's corruption codes, -ENOSPC for a full map, else -errno or -EIO. */
