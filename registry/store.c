@@ -349,26 +349,35 @@ static int store_ring_find(void *ctx, const struct reg_ring_key *k, int *out)
     int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0)
         return store_errno(rc);
-    rc = store_ring_get(txn, st->dbi, __atomic_load_n(&st->ring.nonce, __ATOMIC_RELAXED), k,
-                        out);
+    struct store_ring cur = { .nonce = __atomic_load_n(&st->ring.nonce, __ATOMIC_RELAXED),
+                              .base = __atomic_load_n(&st->ring.base, __ATOMIC_RELAXED) };
+    rc = store_ring_get(txn, st->dbi, &cur, k, out);
     mdb_txn_abort(txn);
     return rc;
 }
 
 int store_ring_start(struct store *st, uint64_t nonce, bool fresh)
 {
-    __atomic_store_n(&st->ring.nonce, nonce, __ATOMIC_RELAXED);
-    if (!fresh)
-        return 0;
     MDB_txn *txn;
+    struct store_ring kept = { 0 };
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-    if (rc == 0 && (rc = store_ring_clear(txn, st->dbi)) != 0)
+    if (rc == 0 && !fresh)
+        rc = store_ring_ctl_get(txn, st->dbi, &kept);
+    struct store_ring now = { .nonce = nonce, .next = st->ring.next, .base = kept.base };
+    if (rc == 0 && (fresh || kept.nonce != nonce)) {
+        now.base = now.next;         /* what came before is not this connection's */
+        if ((rc = store_ring_ctl_put(txn, st->dbi, &now)) == 0) {
+            rc = mdb_txn_commit(txn);
+            txn = NULL;
+        }
+    }
+    if (txn)
         mdb_txn_abort(txn);
-    else if (rc == 0)
-        rc = mdb_txn_commit(txn);
-    if (rc == 0)
-        st->ring.next = 0;
-    return rc == 0 ? 0 : commit_errno(st, rc);
+    if (rc != 0)
+        return commit_errno(st, rc);
+    __atomic_store_n(&st->ring.nonce, now.nonce, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->ring.base, now.base, __ATOMIC_RELAXED);
+    return 0;
 }
 
 /* ---- open, close ---- */

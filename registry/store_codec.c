@@ -62,6 +62,7 @@ const char *store_key_text(const MDB_val *key, char *buf, size_t cap)
 
 const MDB_val store_key_version = { 7, "version" };
 const MDB_val store_key_meta = { 4, "meta" };
+const MDB_val store_key_ring = { 4, "ring" };
 
 /* Append s to buf at *n, cut at STORE_KEY_MAX - 1 bytes. */
 static void key_put(char *buf, size_t *n, const char *s)
@@ -174,7 +175,7 @@ static const ProtobufCMessageDescriptor *kind_desc(enum store_kind kind)
     case SK_META: return &csifs__store__meta__descriptor;
     case SK_V1_PLUGIN: return &csifs__store__v1_plugin__descriptor;
     case SK_V1_META: return &csifs__store__v1_meta__descriptor;
-    case SK_RING: break;             /* no message: store_ring.c */
+    case SK_RING: case SK_RING_CTL: break;   /* no message: store_ring.c */
     }
     return NULL;
 }
@@ -414,8 +415,8 @@ static enum store_kind kind_of(int version, const MDB_val *key)
         return SK_PLUGIN;
     if (key->mv_size > 2 && k[0] == 'i' && k[1] == '/')
         return SK_INST;
-    if (key->mv_size > 2 && k[0] == 'r' && k[1] == '/')
-        return SK_RING;
+    if ((key->mv_size > 2 && k[0] == 'r' && k[1] == '/') || key_eq(key, &store_key_ring))
+        return SK_RING;              /* a record or the control: store_ring_check */
     return 0;
 }
 
@@ -428,7 +429,7 @@ int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
         return store_fail(err, errlen, store_errno(rc), "%s: %s", file, mdb_strerror(rc));
     MDB_val key, val;
     char kt[STORE_KEY_MAX * 2], why[160];
-    s->has_meta = false;
+    s->has_meta = s->has_ring_ctl = false;
     int op = MDB_FIRST;
     while ((rc = mdb_cursor_get(c, &key, &val, op)) == 0) {
         op = MDB_NEXT;
@@ -438,8 +439,10 @@ int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
         ProtobufCMessage *m = NULL;
         const char *bad = "is not a key of schema version 2";
         bool meta = kind == SK_META || kind == SK_V1_META, ring = kind == SK_RING;
-        if (ring)                    /* not the registry's: checked, never handed to rec */
+        if (ring) {                  /* not the registry's: checked, never handed to rec */
             bad = s->trusted || store_ring_check(&key, &val, why, sizeof(why)) == 0 ? NULL : why;
+            s->has_ring_ctl |= key_eq(&key, &store_key_ring);
+        }
         else if (kind && (m = store_unpack_with(&key, &val, kind, s->alloc, !s->trusted || meta,
                                            why, sizeof(why))))
             bad = s->trusted && !meta ? NULL : check_rec(kind, m, &key, s);

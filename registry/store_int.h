@@ -28,16 +28,18 @@
 
 enum store_kind {
     SK_PLUGIN = 1, SK_INST = 2, SK_META = 3,     /* schema version 2 */
-    SK_RING = 4,                                 /* the ring (store_ring.c): no message */
+    SK_RING = 4, SK_RING_CTL = 5,                /* the ring (store_ring.c): no message */
     SK_V1_PLUGIN = 11, SK_V1_META = 13,          /* schema version 1 */
 };
 
-extern const MDB_val store_key_version, store_key_meta;
+extern const MDB_val store_key_version, store_key_meta, store_key_ring;
 
-/* The ring of committed requests (store.h, DESIGN 13): whose records the
- * commits write (nonce) and where the next one goes (next, counting). */
+/* The ring of committed requests (store.h, DESIGN 13): the connection
+ * whose records the commits write and match (nonce), where the next record
+ * goes (next, counting), and the first position of this connection's
+ * records (base: those before it are another's, never matched). */
 struct store_ring {
-    uint64_t nonce, next;
+    uint64_t nonce, next, base;
 };
 
 struct store {
@@ -111,6 +113,7 @@ struct store_scan {
     bool trusted;
     struct store_meta meta;
     bool has_meta;
+    bool has_ring_ctl;               /* the ring's control (written before any commit) */
 };
 int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
                const char *file, char *err, size_t errlen);
@@ -124,17 +127,20 @@ void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
                       Csifs__Store__Fingerprint *fp);
 
 /* store_ring.c: a ring record put in a commit's write txn at *next,
- * which moves on (the caller keeps it once the txn commits); a ring record checked on its own (store_scan); the next
- * position, read at open; every ring record deleted; the lookup
- * (reg_ring_find's). LMDB codes, but check (-EBADMSG) and find (as
- * reg_ring_find). */
+ * which moves on (the caller keeps it once the txn commits); a ring or
+ * ring control record checked on its own (store_scan: -EBADMSG); the next
+ * position, read at open; the control record ("ring": nonce and base of
+ * the connection the ring serves; all 0 when there is none) read and
+ * written; the lookup (as reg_ring_find, for cur's nonce and base). LMDB
+ * codes but where said. */
 int store_ring_put(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, uint64_t *next,
                    const struct store_ring_rec *r);
 int store_ring_check(const MDB_val *key, const MDB_val *val, char *why, size_t whylen);
 int store_ring_next(MDB_txn *txn, MDB_dbi dbi, uint64_t *next);
-int store_ring_clear(MDB_txn *txn, MDB_dbi dbi);
-int store_ring_get(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, const struct reg_ring_key *k,
-                   int *rc);
+int store_ring_ctl_get(MDB_txn *txn, MDB_dbi dbi, struct store_ring *ctl);
+int store_ring_ctl_put(MDB_txn *txn, MDB_dbi dbi, const struct store_ring *ctl);
+int store_ring_get(MDB_txn *txn, MDB_dbi dbi, const struct store_ring *cur,
+                   const struct reg_ring_key *k, int *rc);
 
 /* An LMDB or system error as a negative errno: the refusal codes of store.h
  * for LMDB's corruption codes, -ENOSPC for a full map, else -errno or -EIO. */

@@ -21,6 +21,11 @@ struct ring_val {
 };
 _Static_assert(sizeof(struct ring_val) == 112, "the ring record's layout (store.h)");
 
+/* The control record's payload ("ring"). */
+struct ring_ctl {
+    uint64_t nonce, base;
+};
+
 #define RING_KEY_LEN 4
 
 /* "r/" and the slot, big endian: the ring's keys sort together, in slot order. */
@@ -72,14 +77,17 @@ int store_ring_check(const MDB_val *key, const MDB_val *val, char *why, size_t w
     struct ring_val v;
     unsigned char buf[RING_KEY_LEN];
     MDB_val want;
-    int rc = store_check_hdr(key, val, SK_RING, true, why, whylen);
-    if (rc < 0)
-        return rc;
-    if (!ring_read(val, &v)) {
-        snprintf(why, whylen, "is %zu bytes, not a ring record's %zu", val->mv_size,
-                 STORE_HDR + sizeof(v));
-        return -EBADMSG;
+    bool ctl = !is_ring_key(key);
+    size_t size = STORE_HDR + (ctl ? sizeof(struct ring_ctl) : sizeof(v));
+    int rc = store_check_hdr(key, val, ctl ? SK_RING_CTL : SK_RING, true, why, whylen);
+    if (rc == 0 && val->mv_size != size) {
+        snprintf(why, whylen, "is %zu bytes, not the %zu of a ring %s", val->mv_size, size,
+                 ctl ? "control" : "record");
+        rc = -EBADMSG;
     }
+    if (rc < 0 || ctl)
+        return rc;
+    ring_read(val, &v);
     ring_key(&want, buf, v.n);
     if (key->mv_size != want.mv_size || memcmp(key->mv_data, buf, want.mv_size) ||
         !memchr(v.name, '\0', sizeof(v.name))) {
@@ -126,21 +134,26 @@ int store_ring_next(MDB_txn *txn, MDB_dbi dbi, uint64_t *next)
     return ring_each(txn, dbi, max_n, next);
 }
 
-int store_ring_clear(MDB_txn *txn, MDB_dbi dbi)
+int store_ring_ctl_get(MDB_txn *txn, MDB_dbi dbi, struct store_ring *ctl)
 {
-    for (uint64_t n = 0; n < STORE_RING_SIZE; n++) {
-        unsigned char buf[RING_KEY_LEN];
-        MDB_val key;
-        ring_key(&key, buf, n);
-        int rc = mdb_del(txn, dbi, &key, NULL);
-        if (rc != 0 && rc != MDB_NOTFOUND)
-            return rc;
-    }
-    return 0;
+    MDB_val val;
+    struct ring_ctl c = { 0, 0 };
+    int rc = mdb_get(txn, dbi, (MDB_val *)&store_key_ring, &val);
+    if (rc == 0 && val.mv_size == STORE_HDR + sizeof(c))
+        memcpy(&c, (const unsigned char *)val.mv_data + STORE_HDR, sizeof(c));
+    ctl->nonce = c.nonce;
+    ctl->base = c.base;
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int store_ring_ctl_put(MDB_txn *txn, MDB_dbi dbi, const struct store_ring *ctl)
+{
+    struct ring_ctl c = { ctl->nonce, ctl->base };
+    return store_put_raw(txn, dbi, &store_key_ring, SK_RING_CTL, &c, sizeof(c));
 }
 
 struct ring_q {
-    uint64_t nonce;
+    const struct store_ring *cur;
     const struct reg_ring_key *k;
     int *rc;
     int found;                       /* 0 match, -ENOENT */
@@ -150,7 +163,8 @@ static bool match(const MDB_val *key, const MDB_val *val, void *arg)
 {
     struct ring_q *q = arg;
     struct ring_val v;
-    if (!ring_read(val, &v) || v.nonce != q->nonce || v.unique != q->k->unique)
+    if (!ring_read(val, &v) || v.nonce != q->cur->nonce || v.n < q->cur->base ||
+        v.unique != q->k->unique)
         return false;
     char why[160];
     if (store_ring_check(key, val, why, sizeof(why)) < 0)
@@ -162,10 +176,10 @@ static bool match(const MDB_val *key, const MDB_val *val, void *arg)
     return true;                     /* a unique is recorded once per connection */
 }
 
-int store_ring_get(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, const struct reg_ring_key *k,
-                   int *rc)
+int store_ring_get(MDB_txn *txn, MDB_dbi dbi, const struct store_ring *cur,
+                   const struct reg_ring_key *k, int *rc)
 {
-    struct ring_q q = { nonce, k, rc, -ENOENT };
+    struct ring_q q = { cur, k, rc, -ENOENT };
     int lrc = ring_each(txn, dbi, match, &q);
     return lrc != 0 ? store_errno(lrc) : q.found;
 }

@@ -58,8 +58,9 @@ Test(store, ring_nonce_mismatch_is_not_found)
     cr_assert_eq(store_ring_start(s.st, NONCE + 1, false), 0);
     cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), -ENOENT,
                  "the same unique on another connection is another request");
-    cr_assert_eq(store_ring_start(s.st, NONCE, false), 0);
-    cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), 0, "kept, not emptied");
+    mkdir_as(42, "efs");
+    cr_assert_eq(find(42, OP_MKDIR, 5, "efs", &rc), 0, "this connection's unique 42");
+    cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), -ENOENT);
 }
 
 Test(store, ring_opcode_parent_or_name_mismatch_is_not_found)
@@ -132,8 +133,9 @@ Test(store, ring_fresh_nonce_empties_it)
     mkdir_as(42, "ebs");
     reopen();
     cr_assert_eq(store_ring_start(s.st, NONCE + 1, true), 0, "a fresh connection");
-    cr_assert_eq(store_ring_start(s.st, NONCE, false), 0);
     int rc;
+    cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), -ENOENT);
+    cr_assert_eq(store_ring_start(s.st, NONCE, false), 0, "a stale nonce handed back");
     cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), -ENOENT, "emptied, not only unmatched");
     reopen();                        /* and durably so */
     cr_assert_eq(store_ring_start(s.st, NONCE, false), 0);
@@ -148,4 +150,38 @@ Test(store, ring_damaged_record_refuses_the_store)
     cr_assert_eq(su_raw_put(state, "r/AB", "junk", 4), 0);
     cr_assert_eq(su_open(&s), -EBADMSG, "a bad ring record is a bad record: %s", s.err);
     cr_assert(strstr(s.err, "r/AB"), "named: %s", s.err);
+    cr_assert_eq(su_raw_put(state, "r/AB", NULL, 0), 0);
+    cr_assert_eq(su_raw_put(state, "ring", "junk", 4), 0);
+    cr_assert_eq(su_open(&s), -EBADMSG, "a bad ring control: %s", s.err);
+    cr_assert(strstr(s.err, "\"ring\""), "named: %s", s.err);
+}
+
+Test(store, ring_fresh_connection_records_anew)
+{
+    open_ring(NONCE, true);
+    for (uint64_t k = 0; k < 64; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "p%llu", (unsigned long long)k);
+        mkdir_as(100 + k, name);
+    }
+    reopen();
+    cr_assert_eq(store_ring_start(s.st, NONCE + 1, true), 0);
+    int rc;
+    cr_assert_eq(find(100, OP_MKDIR, 5, "p0", &rc), -ENOENT);
+    mkdir_as(100, "q0");             /* uniques start again on a new connection */
+    cr_assert_eq(find(100, OP_MKDIR, 5, "q0", &rc), 0, "the new connection's own record");
+    reopen();
+    cr_assert_eq(store_ring_start(s.st, NONCE + 1, false), 0, "its takeover");
+    cr_assert_eq(find(100, OP_MKDIR, 5, "q0", &rc), 0);
+    cr_assert_eq(find(101, OP_MKDIR, 5, "p1", &rc), -ENOENT, "never the old connection's");
+}
+
+Test(store, ring_control_alone_is_a_valid_store)
+{
+    open_ring(NONCE, true);          /* a fresh start writes the control, no commit yet */
+    reopen();
+    cr_assert_eq(store_ring_start(s.st, NONCE, false), 0);
+    mkdir_as(42, "ebs");
+    int rc;
+    cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), 0);
 }
