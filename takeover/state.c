@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #define TK_MAGIC 0x31304b5346495343ull     /* "CSIFSK01" */
-#define TK_LAYOUT 1u
+#define TK_LAYOUT 2u                       /* 2: the connection nonce */
 #define TK_INIT_CAP 4096u                  /* FUSE_INIT in: 104 bytes at 7.45 */
 #define TK_FHS 65536u
 
@@ -18,6 +18,7 @@ struct tk_hdr {
     uint64_t magic;
     uint32_t layout, size;
     uint32_t init_len, nfhs;
+    uint64_t nonce;                  /* the connection's (the ring of store.h) */
     unsigned char init[TK_INIT_CAP];
     struct fs_saved_fh fhs[];        /* nfhs of them */
 };
@@ -87,6 +88,11 @@ void tk_state_handover(struct tk_state *s, struct fs_handover *out, bool takeove
     *out = (struct fs_handover){ .init = h->init, .init_cap = TK_INIT_CAP,
                                  .init_len = &h->init_len, .fhs = h->fhs, .nfhs = h->nfhs,
                                  .takeover = takeover };
+}
+
+uint64_t *tk_state_nonce(struct tk_state *s)
+{
+    return s->map ? &((struct tk_hdr *)s->map)->nonce : NULL;
 }
 
 void tk_state_close(struct tk_state *s)

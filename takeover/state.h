@@ -1,7 +1,8 @@
 /* The state memfd (DESIGN 13): what a successor needs beyond LMDB, kept in
  * shared memory that fs/ writes in place (never a syscall per request):
- *   a header (magic, layout version, size), the INIT request as the kernel
- *   sent it, the open-file table (fs.h struct fs_saved_fh).
+ *   a header (magic, layout version, size, the connection nonce that the
+ *   store's ring of committed requests is keyed by), the INIT request as
+ *   the kernel sent it, the open-file table (fs.h struct fs_saved_fh).
  * It outlives the process in the service manager's fd store ("state"). */
 #ifndef CSIFS_TAKEOVER_STATE_H
 #define CSIFS_TAKEOVER_STATE_H
@@ -24,6 +25,8 @@ int tk_state_make(struct tk_state *s);
 int tk_state_adopt(struct tk_state *s, int fd, char *why, size_t cap);
 /* The parts of it fs_handover uses; takeover: they hold a predecessor's. */
 void tk_state_handover(struct tk_state *s, struct fs_handover *h, bool takeover);
+/* The connection nonce in it (NULL without a map): 0 until set. */
+uint64_t *tk_state_nonce(struct tk_state *s);
 void tk_state_close(struct tk_state *s);
 
 #endif

@@ -3,6 +3,7 @@
  * SIGKILLed csifs's successor takes them over, and the processes using the
  * mount see no error and no stale view. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,16 +26,22 @@ static char *dir, mnt[4096], state[4096], logf[4096], bin[4096];
 static pid_t pids[8];
 static int npids;
 
-static pid_t start(struct holder *h, const char *m, const char *s)
+/* csifs on m with state s under holder h; extra: more -o options or "". */
+static pid_t start_with(struct holder *h, const char *m, const char *s, const char *extra)
 {
-    char opts[4200];
-    snprintf(opts, sizeof(opts), "state=%s,heartbeat=100ms", s);
+    char opts[8400];
+    snprintf(opts, sizeof(opts), "state=%s,heartbeat=100ms%s%s", s, *extra ? "," : "", extra);
     char *argv[] = { bin, "-f", "-o", opts, (char *)m, NULL };
     h->log = logf;
     pid_t pid = hd_spawn(h, argv);
     if (pid > 0 && npids < 8)
         pids[npids++] = pid;
     return pid;
+}
+
+static pid_t start(struct holder *h, const char *m, const char *s)
+{
+    return start_with(h, m, s, "");
 }
 
 static void kill_reap(pid_t pid, int sig)
@@ -393,4 +400,55 @@ Test(takeover, sigusr2_reexecs_with_the_same_pid)
     kill_reap(p, SIGTERM);
     cr_assert(!is_mount_root(mnt), "SIGTERM after an upgrade unmounts");
     cr_assert_eq(hd_nfds(&hd), 0, "and leaves nothing in the fd store");
+}
+
+static bool exists(void *arg)
+{
+    return access(arg, F_OK) == 0;
+}
+
+struct waited {
+    pid_t pid;
+    int status;
+};
+
+static bool child_done(void *arg)
+{
+    struct waited *w = arg;
+    return waitpid(w->pid, &w->status, WNOHANG) == w->pid;
+}
+
+/* Exactly once (DESIGN 13): csifs dies after the commit of a mkdir and
+ * before its answer (debug_stall_reply); the successor gets the mkdir again
+ * (RESEND) and answers it from the ring of committed requests: success,
+ * never EEXIST. */
+Test(takeover, resent_mkdir_committed_before_the_crash_succeeds)
+{
+    char marker[4200], stall[4300], path[4200];
+    snprintf(marker, sizeof(marker), "%s/committed", dir);
+    snprintf(stall, sizeof(stall), "debug_stall_reply=%s", marker);
+    snprintf(path, sizeof(path), "%s/csi-node/ebs", mnt);
+    pid_t p1 = start_with(&hd, mnt, state, stall);
+    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    note_conn(mnt);
+    struct waited w = { .pid = fork() };
+    cr_assert_geq(w.pid, 0);
+    if (w.pid == 0)
+        _exit(mkdir(path, 0755) == 0 ? 0 : errno);
+    tu_note_pid(w.pid);
+    cr_assert(tu_wait_for(exists, marker, 10000), "the mkdir was never committed");
+    cr_assert(!child_done(&w), "the mkdir was answered before the crash");
+    kill_reap(p1, SIGKILL);
+    pid_t p2 = start(&hd, mnt, state);
+    cr_assert(hd_wait_ready(&hd, 2, 10000), "the successor sent no READY=1");
+    cr_assert(tu_wait_for(child_done, &w, 10000), "the resent mkdir was never answered");
+    cr_assert(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0,
+              "the resent mkdir failed: %s", strerror(WEXITSTATUS(w.status)));
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert(S_ISDIR(st.st_mode));
+    cr_assert(log_has("answered as recorded"), "answered from the ring, not run again");
+    cr_assert_eq(sh("mkdir csi-node/ebs 2>/dev/null"), 1, "a new mkdir still gets EEXIST");
+    kill_reap(p2, SIGTERM);
+    cr_assert(!is_mount_root(mnt));
 }
