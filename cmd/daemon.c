@@ -295,10 +295,11 @@ static void catch_usr2(struct run *r)
 }
 
 /* The loop ended for SIGUSR2, the registry and the store are closed: exec
- * the binary again on the same connection. Returns only on failure. */
+ * the binary again on the same connection (and the kubelet sockets kept in
+ * r->handed). Returns only on failure. */
 static void upgrade(struct run *r)
 {
-    int rc = tk_upgrade_exec(fs_fd(r->fs), r->state.fd);
+    int rc = tk_upgrade_exec(fs_fd(r->fs), r->state.fd, r->handed.kub, r->handed.nkub);
     csifs_log(LOG_ERR, "upgrade: cannot exec csifs again: %s (exiting: a restart takes "
               "the connection over)", strerror(-rc));
     _exit(1);                        /* never unmount: the store keeps the connection */
@@ -358,19 +359,26 @@ static struct http *start_http(struct run *r, struct reg *reg)
 }
 
 static ssize_t kubelet_file(void *arg, enum reg_type type, const char *plugin, char *buf,
-                            size_t cap)
+                            size_t cap, char *prov, size_t provcap)
 {
-    return kubelet_show(arg, type, plugin, buf, cap);
+    return kubelet_show(arg, type, plugin, buf, cap, prov, provcap);
 }
 
 /* -o kubelet_dir=: register csi-node plugins from now on; 0 or -errno. */
 static int start_kubelet(struct run *r, struct reg *reg, struct kubelet **out, char *err,
                          size_t errlen)
 {
-    if (!r->o->kubelet_dir)
-        return 0;
     struct kubelet_opts ko = { .dir = r->o->kubelet_dir, .mountpoint = r->o->mountpoint,
-                               .reg = reg };
+                               .reg = reg, .handed = r->handed.kub, .n_handed = r->handed.nkub };
+    r->handed.kub = NULL;            /* kubelet's from here on */
+    r->handed.nkub = 0;
+    if (!r->o->kubelet_dir) {
+        if (ko.n_handed)
+            csifs_log(LOG_NOTICE, "no kubelet_dir: %zu stored registration sockets closed",
+                      ko.n_handed);
+        tk_named_drop(ko.handed, ko.n_handed);
+        return 0;
+    }
     int rc = kubelet_start(out, &ko, err, errlen);
     if (rc == 0)
         fs_kubelet_source(kubelet_file, *out);
@@ -407,6 +415,8 @@ static int serve(struct run *r)
                 o->state, (long long)((csifs_mono_us() - t0) / 1000));
         note_lock(st, o->mountpoint);
     }
+    if (rc == 0 && r->state.fd >= 0)
+        tk_state_keep(&r->state, reg, r->takeover);   /* before serving and probing */
     if (rc == 0 && (rc = fs_oplog_subscribe(reg)) == 0 && (rc = fs_attach(r->fs, reg)) < 0)
         snprintf(err, sizeof(err), "cannot start the notifier: %s", strerror(-rc));
     if (rc == 0 && r->takeover)
@@ -441,7 +451,7 @@ static int serve(struct run *r)
         cl_pub_stop(pub, false);
         csi_prober_stop(pr);
         fs_kubelet_source(NULL, NULL);
-        kubelet_stop(kub);
+        kubelet_stop_keep(kub, &r->handed.kub, &r->handed.nkub);   /* passed on */
         reg_close(reg);
         cl_pub_free(pub);
         csi_prober_free(pr);

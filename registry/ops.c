@@ -219,6 +219,7 @@ static void apply_inst_del(struct reg *reg, struct mut *m)
     p->o.changed_ns = model_now_ns();
     mut_emit(reg, m, REG_C_INST_DEL, &i->o, "deregistered", NULL, NULL, 0);
     mut_probed(i);
+    model_keep_drop(reg, i);
     mut_update_current(reg, m, p, i);
 }
 
@@ -293,6 +294,7 @@ static void apply_socket(struct reg *reg, struct mut *m)
     mut_set_health(reg, m, i, REG_UNKNOWN, i->ready, s->reason);
     s->reason = NULL;
     mut_probed(i);
+    model_keep(reg, i, true);
     mut_update_current(reg, m, i->plugin, NULL);
 }
 

@@ -219,7 +219,6 @@ enum reg_change_kind {
 struct reg_caller {
     uint32_t uid;
     int32_t pid;
-    char comm[16];                  /* "" when unknown */
 };
 /* This thread's next mutations are c's (NULL: nobody's). */
 void reg_caller_set(const struct reg_caller *c);
@@ -275,6 +274,48 @@ int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
  * publishes may give one call). For waking readers of the events ring
  * without holding up the writers. */
 int reg_on_events(struct reg *reg, void (*fn)(void *arg), void *arg);
+
+/* ---- health across a takeover (DESIGN 13) ----
+ * The health, reason, `ready` and `history` of each instance, kept in a
+ * caller's memory that outlives the process (the state memfd,
+ * takeover/state.h): a fixed-size slot per instance, claimed by its seq.
+ * Written in place (no syscall) by the registry's apply step, so under
+ * reg->wlock and reg->lock held exclusively: a probe result (registry/
+ * health.c), a socket change (ops.c); freed when a deregistration is
+ * applied. reg_close leaves the slots as they are (an upgrade in place
+ * hands them on). A slot being written has an odd ver: a process killed
+ * then leaves it odd, and it is ignored. */
+#define REG_KEEP_REASON 120             /* a history reason: at most 119 bytes */
+struct reg_keep_hist {
+    int64_t at_ms;                   /* CLOCK_REALTIME */
+    uint32_t latency_us;
+    uint8_t outcome;                 /* enum reg_outcome */
+    char reason[REG_KEEP_REASON];
+};
+struct reg_keep_slot {
+    uint32_t ver;                    /* odd while being written */
+    uint8_t health, ready, was_healthy, nhist;
+    uint64_t seq;                    /* the instance's, 0 a free slot */
+    int64_t unknown_since_ms;        /* CLOCK_MONOTONIC (system-wide) */
+    uint32_t hist_head, pad;
+    char socket[REG_SOCKET_MAX + 1]; /* what health was learnt for */
+    char reason[256];
+    struct reg_keep_hist hist[REG_HISTORY];   /* as the instance's ring */
+};
+struct reg_keep_table {
+    uint32_t hi, pad;                /* slots below hi were ever used */
+    struct reg_keep_slot slot[];
+};
+/* Keep health in t's n slots from now on: call once, after reg_open and
+ * before any mutation or probe. restore: the slots are a predecessor's;
+ * every instance with a valid slot (same seq, socket and `ready` as the
+ * store restored) takes its health, reason, ready and history from it and
+ * is no longer "restored, not yet re-probed" (no event, `current` as
+ * persisted); the other slots are freed. Else t is taken as cleared (a
+ * fresh memfd: only the slots used are ever touched).
+ * *restored: how many instances took theirs. 0 or -ENOMEM. */
+int reg_keep(struct reg *reg, struct reg_keep_table *t, uint32_t n, bool restore,
+             unsigned long *restored);
 
 #ifdef CSIFS_TEST_OPTS
 /* Test builds only (-o debug_commit_delay_ms=, -o debug_fail_commit=):
