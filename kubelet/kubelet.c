@@ -219,13 +219,15 @@ void kubelet_stop_keep(struct kubelet *k, struct tk_named **out, size_t *n)
 }
 
 ssize_t kubelet_show(struct kubelet *k, enum reg_type type, const char *plugin, char *buf,
-                     size_t cap)
+                     size_t cap, char *prov, size_t provcap)
 {
     if (type != REG_NODE)
         return -ENOENT;
     pthread_mutex_lock(&k->mu);
     struct kentry *e = kub_find(k, plugin);
     ssize_t n = snprintf(buf, cap, "%s\n", e && *e->state ? e->state : "unregistered");
+    if (prov)
+        snprintf(prov, provcap, "%s", e && *e->state ? e->provider : "");
     pthread_mutex_unlock(&k->mu);
     return n;
 }

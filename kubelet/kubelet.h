@@ -65,9 +65,10 @@ void kubelet_stop(struct kubelet *k);
  * *out (malloc'd, the caller's, *n of them; NULL and 0 for k NULL). */
 void kubelet_stop_keep(struct kubelet *k, struct tk_named **out, size_t *n);
 /* The verdict of a csi-node plugin, with a newline, into buf (NUL-terminated
- * when cap > 0; "unregistered" while it has no current with a provider):
- * its full length; -ENOENT for another type. */
+ * when cap > 0; "unregistered" while it has no current with a provider),
+ * and its provider into prov ("" none) when prov is not NULL: the
+ * verdict's full length; -ENOENT for another type. */
 ssize_t kubelet_show(struct kubelet *k, enum reg_type type, const char *plugin, char *buf,
-                     size_t cap);
+                     size_t cap, char *prov, size_t provcap);
 
 #endif

@@ -249,6 +249,8 @@ Test(kubelet, register_roll_deregister)
     cr_assert(strstr(fk.log, line), "%s", fk.log);
     cr_assert(strstr(fk.log, "NODEGETINFO drv.test node_id=node-1\n"), "%s", fk.log);
     WAIT_FILE("csi-node/p/kubelet", "registered", 5000);
+    cr_assert_eq(tf_sh(&t, "grep -qx 'csifs_kubelet_registered{type=\"csi-node\",plugin=\"p\","
+                           "provider=\"drv.test\"} 1' metrics"), 0);
     cr_assert(strstr(events(), " kubelet csi-node/p state=waiting"), "%s", events());
     cr_assert(strstr(events(), " kubelet csi-node/p state=registered"), "%s", events());
     char sock[700];
