@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -204,24 +205,6 @@ static void check_handed(struct run *r)
     drop_fds();
 }
 
-#define LOCK_WAIT_MS 5000            /* the predecessor's exit frees csifs.lock */
-
-/* A handed connection: the lock is its predecessor's until it is reaped. */
-static int wait_lock(const char *state, char *err, size_t errlen)
-{
-    struct store_holder h;
-    int64_t end = csifs_mono_ms() + LOCK_WAIT_MS;
-    while (store_lock_holder(state, &h) == 1) {
-        if (csifs_mono_ms() > end) {
-            snprintf(err, errlen, "%s: state dir still locked by pid %ld", state, h.pid);
-            return -EBUSY;
-        }
-        struct timespec ts = { 0, 2 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-    return 0;
-}
-
 /* After fs_attach: replay INIT, then tell the kernel what it holds may be
  * stale, and to send again what the predecessor read and did not answer. */
 static int take_over(struct run *r, char *err, size_t errlen)
@@ -245,6 +228,28 @@ static int take_over(struct run *r, char *err, size_t errlen)
     csifs_log(LOG_INFO, "took over %s: %lu inodes invalidated, %u pollers woken, requests "
               "in flight sent again", r->o->mountpoint, n, np);
     return 0;
+}
+
+/* The store's ring of committed requests is keyed by the connection's
+ * nonce (DESIGN 13 "Exactly once"): a takeover keeps the one in the state
+ * memfd; a fresh connection (its uniques start again) gets a new one and
+ * an empty ring. Before any commit. */
+static void start_ring(struct run *r, struct store *st)
+{
+    uint64_t *kept = tk_state_nonce(&r->state), nonce = 0;
+    bool fresh = !r->takeover || !kept || !*kept;
+    if (!fresh)
+        nonce = *kept;
+    else if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+        nonce = (uint64_t)csifs_mono_ns() ^ (uint64_t)getpid() << 40;
+    nonce += !nonce;                 /* 0: none yet */
+    if (kept)
+        *kept = nonce;
+    int rc = store_ring_start(st, nonce, fresh);
+    if (rc < 0)
+        csifs_log(LOG_WARNING, "%s: cannot empty the ring of committed requests: %s (its "
+                  "records, of another connection, are never matched)", r->o->state,
+                  strerror(-rc));
 }
 
 /* ---- SIGUSR2: upgrade in place ---- */
@@ -378,6 +383,8 @@ static int serve(struct run *r)
     /* main() ran store_check_forked on the state dir (store.h) */
     int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
                         sizeof(err));
+    if (rc == 0)
+        start_ring(r, st);
     struct reg_opts ro = { .events_ring = o->events_ring, .max_instances = o->max_instances,
                            .health_timeout_ms = o->health_timeout_ms,
                            .backend = st ? store_backend(st) : NULL };
@@ -547,7 +554,7 @@ int csifs_daemon_run(struct csifs_opts *o)
     }
     /* with a handed connection the old mount is never probed, unmounted
      * nor aborted (DESIGN 13): its holder is waited for */
-    rc = r.takeover ? wait_lock(o->state, err, sizeof(err))
+    rc = r.takeover ? csifs_state_wait(o->state, err, sizeof(err))
                     : csifs_state_recover(o->state, o->mountpoint, false, err, sizeof(err));
     if (rc == 0)
         rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */
