@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -247,6 +248,28 @@ static int take_over(struct run *r, char *err, size_t errlen)
     return 0;
 }
 
+/* The store's ring of committed requests is keyed by the connection's
+ * nonce (DESIGN 13 "Exactly once"): a takeover keeps the one in the state
+ * memfd; a fresh connection (its uniques start again) gets a new one and
+ * an empty ring. Before any commit. */
+static void start_ring(struct run *r, struct store *st)
+{
+    uint64_t *kept = tk_state_nonce(&r->state), nonce = 0;
+    bool fresh = !r->takeover || !kept || !*kept;
+    if (!fresh)
+        nonce = *kept;
+    else if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+        nonce = (uint64_t)csifs_mono_ns() ^ (uint64_t)getpid() << 40;
+    nonce += !nonce;                 /* 0: none yet */
+    if (kept)
+        *kept = nonce;
+    int rc = store_ring_start(st, nonce, fresh);
+    if (rc < 0)
+        csifs_log(LOG_WARNING, "%s: cannot empty the ring of committed requests: %s (its "
+                  "records, of another connection, are never matched)", r->o->state,
+                  strerror(-rc));
+}
+
 /* ---- SIGUSR2: upgrade in place ---- */
 
 static struct fs *upgrade_fs;        /* the session the signal ends */
@@ -377,6 +400,8 @@ static int serve(struct run *r)
     /* main() ran store_check_forked on the state dir (store.h) */
     int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
                         sizeof(err));
+    if (rc == 0)
+        start_ring(r, st);
     struct reg_opts ro = { .events_ring = o->events_ring, .max_instances = o->max_instances,
                            .health_timeout_ms = o->health_timeout_ms,
                            .backend = st ? store_backend(st) : NULL };

@@ -155,11 +155,18 @@ static void notify(struct reg *reg, const struct subs *subs, const struct mut *m
     }
 }
 
-/* One record per object, in the order objects first appear in the batch. */
-static const struct store_rec *build_txn(struct mut *batch)
+/* One record per object, in the order objects first appear in the batch;
+ * and the ring's record of every mutation that answers a request. */
+static void build_txn(struct mut *batch, struct store_txn *txn)
 {
     struct store_rec *head = NULL, **tail = &head;
+    const struct store_ring_rec **ring = &txn->ring;
     for (struct mut *m = batch; m; m = m->next) {
+        if (m->ring.key.unique) {
+            m->ring.obj = m->obj ? m->obj->seq : 0;
+            *ring = &m->ring;
+            ring = (const struct store_ring_rec **)&m->ring.next;
+        }
         if (!m->k->rec || !m->obj)
             continue;
         struct store_rec *r = NULL;
@@ -195,7 +202,8 @@ static const struct store_rec *build_txn(struct mut *batch)
             tail = &r->next;
         }
     }
-    return head;
+    *ring = NULL;
+    txn->recs = head;
 }
 
 static void settle(struct reg *reg, struct mut *m, bool applied)
@@ -313,7 +321,7 @@ static void lead(struct reg *reg)
     bool room_known = false;
     if (be) {
         rc = test_hooks();
-        txn.recs = build_txn(batch);
+        build_txn(batch, &txn);
         if (rc == 0)
             rc = be->commit(be->ctx, &txn);
         room_known = be->room && be->room(be->ctx, &room) == 0;
@@ -427,6 +435,7 @@ void reg_caller_set(const struct reg_caller *c)
 int mut_submit(struct reg *reg, struct mut *m)
 {
     m->who = caller;
+    mut_ring_take(&m->ring);
     size_t links = reg->pend_links + (m->add ? 1 : 0);
     int rc = 0;
     if (!reg->commit_started && !reg->commit_stop &&

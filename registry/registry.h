@@ -223,6 +223,27 @@ struct reg_caller {
 /* This thread's next mutations are c's (NULL: nobody's). */
 void reg_caller_set(const struct reg_caller *c);
 
+/* ---- Exactly once (DESIGN 13) ----
+ * A FUSE request that mutates names itself for its thread's next mutation
+ * (reg_ring_set, around the registry call as reg_reply_set): the commit
+ * that holds the mutation records the key in the store's ring of committed
+ * requests, in the same transaction (store.h). A request the kernel sends
+ * again after a takeover (FUSE_UNIQUE_RESEND) asks reg_ring_find first. */
+struct reg_ring_key {
+    uint64_t unique;                /* FUSE unique, FUSE_UNIQUE_RESEND cleared; 0: none */
+    uint64_t parent;                /* the request's nodeid: the dir, or the file */
+    uint32_t opcode;                /* FUSE opcode */
+    char name[REG_NAME_MAX + 1];    /* the name it acts on, "" for none */
+};
+/* This thread's next mutation answers k's request (NULL: none's). A
+ * mutation takes the key: one mutation per request. */
+void reg_ring_set(const struct reg_ring_key *k);
+/* The outcome recorded for a committed request of this connection (the
+ * store's nonce) with k's unique, opcode, parent and name: 0 and *rc;
+ * -ENOENT when the ring holds none (never committed, evicted, another
+ * connection) or one that differs; -ENOTSUP without a ring (no backend). */
+int reg_ring_find(struct reg *reg, const struct reg_ring_key *k, int *rc);
+
 struct reg_change {
     enum reg_change_kind kind;
     enum reg_type type;

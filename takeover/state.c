@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define TK_MAGIC 0x31304b5346495343ull     /* "CSIFSK01" */
-#define TK_LAYOUT 2u                       /* 2: pending links, health */
+#define TK_LAYOUT 3u                       /* 2: pending links, health; 3: nonce */
 #define TK_INIT_CAP 4096u                  /* FUSE_INIT in: 104 bytes at 7.45 */
 #define TK_FHS 65536u
 #define TK_HEALTH 16384u                   /* instances whose health is kept */
@@ -22,6 +22,7 @@ struct tk_hdr {
     uint64_t magic;
     uint32_t layout, size;
     uint32_t init_len, nfhs;
+    uint64_t nonce;                  /* the connection's (the ring of store.h) */
     unsigned char init[TK_INIT_CAP];
     struct fs_saved_fh fhs[];        /* nfhs of them */
 };
@@ -114,6 +115,11 @@ void tk_state_handover(struct tk_state *s, struct fs_handover *out, bool takeove
                                  .init_len = &h->init_len, .fhs = h->fhs, .nfhs = h->nfhs,
                                  .links = (void *)((char *)s->map + links_off()),
                                  .takeover = takeover };
+}
+
+uint64_t *tk_state_nonce(struct tk_state *s)
+{
+    return s->map ? &((struct tk_hdr *)s->map)->nonce : NULL;
 }
 
 void tk_state_keep(struct tk_state *s, struct reg *reg, bool takeover)

@@ -3,6 +3,7 @@
  * SIGKILLed csifs's successor takes them over, and the processes using the
  * mount see no error and no stale view. The fixture: takeover_fix.h. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -292,3 +293,58 @@ Test(takeover, sigusr2_reexecs_with_the_same_pid)
     cr_assert_eq(hd_nfds(&tx_hd), 0, "and leaves nothing in the fd store");
 }
 
+
+static bool exists(void *arg)
+{
+    return access(arg, F_OK) == 0;
+}
+
+struct waited {
+    pid_t pid;
+    int status;
+};
+
+static bool child_done(void *arg)
+{
+    struct waited *w = arg;
+    return waitpid(w->pid, &w->status, WNOHANG) == w->pid;
+}
+
+/* Exactly once (DESIGN 13): csifs dies after the commit of a mkdir and
+ * before its answer (debug_stall_reply); the successor gets the mkdir again
+ * (RESEND) and answers it from the ring of committed requests: success,
+ * never EEXIST. */
+Test(takeover, resent_mkdir_committed_before_the_crash_succeeds)
+{
+    char marker[4200], path[4200];
+    snprintf(marker, sizeof(marker), "%s/committed", tx_dir);
+    snprintf(path, sizeof(path), "%s/csi-node/ebs", tx_mnt);
+    char plain[sizeof(tx_opts)];
+    snprintf(plain, sizeof(plain), "%s", tx_opts);
+    cr_assert_lt(snprintf(tx_opts, sizeof(tx_opts), "%s,debug_stall_reply=%s", plain, marker),
+                 (int)sizeof(tx_opts));
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
+    snprintf(tx_opts, sizeof(tx_opts), "%s", plain);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    struct waited w = { .pid = fork() };
+    cr_assert_geq(w.pid, 0);
+    if (w.pid == 0)
+        _exit(mkdir(path, 0755) == 0 ? 0 : errno);
+    tu_note_pid(w.pid);
+    cr_assert(tu_wait_for(exists, marker, 10000), "the mkdir was never committed");
+    cr_assert(!child_done(&w), "the mkdir was answered before the crash");
+    tx_kill_reap(p1, SIGKILL);
+    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "the successor sent no READY=1");
+    cr_assert(tu_wait_for(child_done, &w, 10000), "the resent mkdir was never answered");
+    cr_assert(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0,
+              "the resent mkdir failed: %s", strerror(WEXITSTATUS(w.status)));
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert(S_ISDIR(st.st_mode));
+    cr_assert(tx_log_has("answered as recorded"), "answered from the ring, not run again");
+    cr_assert_eq(tx_sh("mkdir csi-node/ebs 2>/dev/null"), 1, "a new mkdir still gets EEXIST");
+    tx_kill_reap(p2, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt));
+}
