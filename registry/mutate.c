@@ -2,10 +2,12 @@
  * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
 #include "base/counters.h"
+#include "base/defaults.h"
 #include "base/knobs.h"
 #include "base/log.h"
 
 #include <assert.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +219,17 @@ static void settle(struct reg *reg, struct mut *m, bool applied)
         m->k->undo(reg, m);
 }
 
+/* A caller's m (mut_submit) has its outcome rc: a mut_new's has its kind's
+ * fin and is freed (no lock held). */
+static void finish(struct reg *reg, struct mut *m, int rc)
+{
+    if (!m->heap)
+        return;
+    if (m->k->fin)
+        m->k->fin(reg, m, rc);
+    mut_free(m);
+}
+
 /* Answer every mutation of list with rc (wlock held on entry and return):
  * wake the waiting callers; then, with wlock released, run the queued
  * ones' fin and reply, in order, and free them. */
@@ -367,12 +380,36 @@ static void lead(struct reg *reg)
     answer(reg, batch, rc);
 }
 
+/* After a batch, the commit thread watches the queue for MUT_SPIN_NS
+ * before it sleeps (wlock held on entry and return): a lone writer's next
+ * mutation (its reply, its next syscall, the FUSE thread's validation) then
+ * finds it awake. Like fs/serve.c's poll it yields the CPU, and stops at
+ * the first yield that ran another task. */
+static void linger(struct reg *reg)
+{
+    if (MUT_SPIN_NS <= 0 || reg->qhead || reg->commit_stop)
+        return;
+    pthread_mutex_unlock(&reg->wlock);
+    int64_t until = csifs_mono_ns() + MUT_SPIN_NS;
+    unsigned seen = __atomic_load_n(&reg->submits, __ATOMIC_RELAXED);
+    for (;;) {
+        int64_t t = csifs_mono_ns();
+        if (t >= until || __atomic_load_n(&reg->submits, __ATOMIC_RELAXED) != seen)
+            break;
+        sched_yield();
+        if (csifs_mono_ns() - t > FS_YIELD_BUSY_NS)
+            break;
+    }
+    pthread_mutex_lock(&reg->wlock);
+}
+
 /* The commit thread: leads every batch, until mut_stop and an empty queue. */
 static void *committer(void *arg)
 {
     struct reg *reg = arg;
     pthread_mutex_lock(&reg->wlock);
     for (;;) {
+        linger(reg);
         while (!reg->qhead && !reg->commit_stop)
             pthread_cond_wait(&reg->commit_cv, &reg->wlock);
         if (!reg->qhead)
@@ -452,11 +489,7 @@ int mut_submit(struct reg *reg, struct mut *m)
         if (m->k->undo)
             m->k->undo(reg, m);
         pthread_mutex_unlock(&reg->wlock);
-        if (m->heap) {
-            if (m->k->fin)
-                m->k->fin(reg, m, rc);
-            mut_free(m);
-        }
+        finish(reg, m, rc);
         return rc;
     }
     reg->pend_links = links;
@@ -477,6 +510,7 @@ int mut_submit(struct reg *reg, struct mut *m)
     }
     *reg->qtail = m;
     reg->qtail = &m->next;
+    __atomic_add_fetch(&reg->submits, 1, __ATOMIC_RELAXED);
     if (++reg->qlen == reg->gather)
         pthread_cond_signal(&reg->gather_cv);
     pthread_cond_signal(&reg->commit_cv);
@@ -489,11 +523,7 @@ int mut_submit(struct reg *reg, struct mut *m)
     rc = m->rc;
     pthread_mutex_unlock(&reg->wlock);
     pthread_cond_destroy(&m->cv);
-    if (m->heap) {
-        if (m->k->fin)
-            m->k->fin(reg, m, rc);
-        mut_free(m);
-    }
+    finish(reg, m, rc);
     return rc;
 }
 
