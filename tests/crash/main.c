@@ -1,5 +1,8 @@
 /* make crash-test: rounds of SIGKILL under writers (see crash.h).
  *   csifs-crash-test [ROUNDS]      env CRASH_SEED fixes the random choices
+ *   TAKEOVER=1 or UPGRADE=1        csifs under the test fd store: each round
+ *                                  a SIGKILL or a SIGUSR2 that no user of
+ *                                  the mount may notice (takeover.c)
  * Rounds are split in thirds: 1 writer, 4 writers, 8 writers. A round:
  * start a test plugin and build/csifs -f, start the writers, SIGKILL csifs
  * at a random moment, stop the plugin (so nothing changes `ready` after
@@ -160,7 +163,7 @@ static void tail_log(struct round *r, const char *tag)
 
 /* State and wait channel of each thread of pid (read from /proc: never
  * blocks), for the report of a wedge. */
-static void show_threads(pid_t pid)
+void cr_show_threads(pid_t pid)
 {
     char cmd[256];
     snprintf(cmd, sizeof(cmd),
@@ -272,7 +275,7 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
     int c = r->csifs < 0 ? -1 : serving(r, r->csifs, SERVE_MS);
     if (c < 0) {
         if (r->old)
-            show_threads(r->old);
+            cr_show_threads(r->old);
         *why = r->old ? "restart did not serve within 5 s (wedge: the killed csifs is not reaped)"
                       : "restart did not serve within 5 s";
         return -1;
@@ -289,6 +292,12 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
     return 0;
 }
 
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 50;
@@ -296,6 +305,8 @@ int main(int argc, char **argv)
     uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
     int passed = 0, failed = 0, wedged = 0, recovered = 0;
     signal(SIGPIPE, SIG_IGN);
+    if (env_on("TAKEOVER") || env_on("UPGRADE"))
+        return cr_takeover_main(rounds, seed, !env_on("TAKEOVER"));
     printf("crash-test: %d rounds, CRASH_SEED=%llu\n", rounds, (unsigned long long)seed);
     for (int i = 0; i < rounds; i++) {
         int nw = i < rounds / 3 ? 1 : i < 2 * rounds / 3 ? 4 : 8;
