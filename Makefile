@@ -90,7 +90,9 @@ PROGS := $(if $(wildcard cmd/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
 BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench $(BUILD)/floorfs)
 # What `make test` needs beyond PROGS.
-CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/floorfs
+# (tests/system/upgrade runs the crash test's UPGRADE=1 mode.)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/floorfs \
+              $(if $(SYSTEM_TESTS),$(BUILD)/csifs-crash-test)
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).

@@ -93,6 +93,20 @@ static void apply(struct model *m, const struct cr_rec *r, int64_t idx)
     }
 }
 
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    n = n < 0 ? 0 : n;
+    buf[n] = '\0';
+    if (n > 0 && buf[n - 1] == '\n')
+        buf[n - 1] = '\0';
+}
+
 static const char *op_path(int w, const struct cr_rec *r)
 {
     return r->op <= CR_SMK ? cr_plugin_path(w, r->slot, r->op != CR_SMK) : cr_slot_path(w, r->slot);
@@ -106,9 +120,14 @@ static void takeover_rc(const struct cr_env *e, int w, int64_t idx, const struct
     if (r->rc == -ENOTCONN || r->rc == -ECONNABORTED || r->rc == -EIO)
         fail("w%d: op %lld %s %s: %s (no caller may see it across a takeover)", w,
              (long long)idx, op, op_path(w, r), strerror(-r->rc));
-    if (r->rc <= CR_LN_FAILED(0))
-        fail("w%d: op %lld: `ln -sfn %s %s/socket` exited %d (stderr: %s/w%d.ln)", w,
-             (long long)idx, r->val, op_path(w, r), CR_LN_FAILED(0) - r->rc, e->logdir, w);
+    if (r->rc <= CR_LN_FAILED(0)) {
+        char path[1024], err[4096], *last;
+        snprintf(path, sizeof(path), "%s/w%d.ln", e->logdir, w);
+        slurp(path, err, sizeof(err));          /* what it said, its last line */
+        last = strrchr(err, '\n');
+        fail("w%d: op %lld: `ln -sfn %s %s/socket` exited %d: %s", w, (long long)idx, r->val,
+             op_path(w, r), CR_LN_FAILED(0) - r->rc, last ? last + 1 : err);
+    }
     if (r->end_ns - r->start_ns > e->bound_ns)
         fail("w%d: op %lld %s %s took %lld ms, over the liveness bound (%lld ms)", w,
              (long long)idx, op, op_path(w, r), (long long)((r->end_ns - r->start_ns) / 1000000),
@@ -181,20 +200,6 @@ static int replay(const struct cr_env *e, int w, struct model m[2])
             apply(&m[1], &r, idx);
     }
     return 0;
-}
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    n = n < 0 ? 0 : n;
-    buf[n] = '\0';
-    if (n > 0 && buf[n - 1] == '\n')
-        buf[n - 1] = '\0';
 }
 
 /* readdir of mnt/rel in order (without . .. current), ready of each, current. */

@@ -81,8 +81,8 @@ int cr_writer(const struct cr_env *e, int w, uint64_t seed, int64_t run_ms);
 /* check.c: read the logs and the restored tree; 0 when it matches, else 1
  * with what differs on stderr. */
 int cr_check(const struct cr_env *e);
-/* main.c: the state and wait channel of each thread of pid on stderr
- * (read from /proc: never blocks), for the report of a wedge. */
+/* main.c: the name, state and top of the kernel stack of each thread of
+ * pid on stderr (read from /proc: never blocks), for the report of a wedge. */
 void cr_show_threads(pid_t pid);
 /* takeover.c: the rounds of TAKEOVER=1 (SIGKILL) or UPGRADE=1 (SIGUSR2);
  * the exit code of the crash test. */

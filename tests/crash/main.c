@@ -161,15 +161,16 @@ static void tail_log(struct round *r, const char *tag)
         fprintf(stderr, "    (no %s log)\n", tag);
 }
 
-/* State and wait channel of each thread of pid (read from /proc: never
- * blocks), for the report of a wedge. */
+/* Name, state and the top of the kernel stack of each thread of pid (read
+ * from /proc: never blocks), for the report of a wedge. */
 void cr_show_threads(pid_t pid)
 {
-    char cmd[256];
+    char cmd[512];
     snprintf(cmd, sizeof(cmd),
-             "for t in /proc/%d/task/*; do printf '    thread %%s: %%s in %%s\\n' \"${t##*/}\" "
-             "\"$(sed -n 's/^State:[[:space:]]*//p' $t/status)\" \"$(cat $t/wchan)\"; done >&2 2>/dev/null",
-             (int)pid);
+             "for t in /proc/%d/task/*; do printf '    thread %%s (%%s): %%s in %%s\\n' \"${t##*/}\" "
+             "\"$(cat $t/comm)\" \"$(sed -n 's/^State:[[:space:]]*//p' $t/status)\" "
+             "\"$(sed -n '1,3s/^\\[<0>\\] //p' $t/stack | cut -d+ -f1 | paste -sd' ' -)\"; "
+             "done >&2 2>/dev/null", (int)pid);
     if (system(cmd) != 0)
         fprintf(stderr, "    (threads of %d not readable)\n", (int)pid);
 }

@@ -155,8 +155,6 @@ static int check_tree(void *arg)
 
 /* ---- the session: one mount, the load, the csifs generations ---- */
 
-static void sess_stop(struct sess *s);
-
 static int sess_start(struct sess *s, uint64_t seed)
 {
     memset(s, 0, sizeof(*s));
@@ -234,9 +232,10 @@ static void reap_or_kill(pid_t *pid, int64_t ms)
 }
 
 /* Stop the load (SIGKILL: the test is over), then csifs (SIGTERM: it
- * unmounts and empties the store); leave nothing: our pids, our mount's
- * connection (aborted when a killed csifs is wedged on it), our dir. */
-static void sess_stop(struct sess *s)
+ * unmounts and empties the store; after a failure SIGKILL and an abort of
+ * the connection); leave nothing: our pids, our mount's connection, our
+ * dir. */
+static void sess_stop(struct sess *s, bool failed)
 {
     if (!s->up) {
         if (s->dir)
@@ -256,15 +255,15 @@ static void sess_stop(struct sess *s)
     for (int k = 0; k < n; k++)
         if (*load[k] > 0)
             kill(*load[k], SIGKILL);
-    if (s->wedged)
+    if (failed || s->wedged)
         mw_abort(mw_conn(s->mnt));
     if (s->csifs > 0) {
-        kill(s->csifs, SIGTERM);
-        if (!hd_reap(s->csifs, 10000)) {
+        kill(s->csifs, failed ? SIGKILL : SIGTERM);
+        if (!hd_reap(s->csifs, 5000)) {
             mw_abort(mw_conn(s->mnt));
             kill(s->csifs, SIGKILL);
             hd_reap(s->csifs, 5000);
-        } else if (!s->wedged && (mw_conn(s->mnt) >= 0 || hd_nfds(&s->h) != 0)) {
+        } else if (!failed && (mw_conn(s->mnt) >= 0 || hd_nfds(&s->h) != 0)) {
             fprintf(stderr, "  SIGTERM left %s and %d fds in the holder\n",
                     mw_conn(s->mnt) >= 0 ? "the mount" : "no mount", hd_nfds(&s->h));
         }
@@ -366,6 +365,7 @@ static int do_upgrade(struct sess *s)
     }
     if (!ready) {
         bad("no READY=1 within %lld ms of SIGUSR2", (long long)s->bound);
+        cr_show_threads(s->csifs);
         return -1;
     }
     pthread_mutex_lock(&s->h.mu);
@@ -389,6 +389,7 @@ static bool all_paused(struct sess *s, bool report)
             bad("writer %d did not pause within %lld ms (a syscall over the bound)", w,
                 (long long)s->bound);
             (void)!system(cmd);
+            cr_show_threads(s->csifs);
         }
         return false;
     }
@@ -491,7 +492,7 @@ static int round_run(struct sess *s, bool upgrade, bool dirlock, unsigned *rng)
         if (tu_now_ms() >= end)
             bad("no notification blocked on a directory lock: the case was not made");
     } else {
-        tu_sleep_ms(20 + rand_r(rng) % 600);
+        tu_sleep_ms(20 + rand_r(rng) % (upgrade ? 300 : 600));
     }
     if ((upgrade ? do_upgrade(s) : do_kill(s, false)) < 0)
         return -1;
@@ -539,7 +540,7 @@ int cr_takeover_main(int rounds, uint64_t seed, bool upgrade)
             broken = true;
         if (bad_n || broken) {
             tail_log(&s);
-            sess_stop(&s);
+            sess_stop(&s, true);
         }
         bad_n || broken ? failed++ : passed++;
         printf("round %d/%d: %s%s, %s, %lld ms\n", i + 1, rounds, upgrade ? "SIGUSR2" : "SIGKILL",
@@ -547,7 +548,7 @@ int cr_takeover_main(int rounds, uint64_t seed, bool upgrade)
                bad_n || broken ? "FAILED" : "ok", (long long)(tu_now_ms() - t0));
         fflush(stdout);
     }
-    sess_stop(&s);
+    sess_stop(&s, false);
     printf("crash rounds: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
