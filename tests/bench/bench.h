@@ -14,6 +14,7 @@
  * ring.c     failover, events_replay
  * kubelet.c  kubelet_register
  * scale.c    restart_100k, memory_100k (a 1,000 x 100 tree)
+ * takeover.c takeover, upgrade (the tree, under the test fd store)
  * floorfs.c  the floor of the tree rows (a program of its own: build/floorfs)
  * counts.c   --requests: FUSE requests per workload (in-process mount)
  *
@@ -58,7 +59,8 @@ enum row {
     R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
-    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER, R_NROWS
+    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER,
+    R_TAKEOVER, R_UPGRADE, R_NROWS
 };
 
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
@@ -172,6 +174,7 @@ void bench_probe(void);       /* probe.c */
 void bench_ring(void);        /* ring.c */
 void bench_scale(void);       /* scale.c */
 void bench_kubelet(void);     /* kubelet.c */
+void bench_takeover(void);    /* takeover.c */
 int bench_requests(void);     /* counts.c */
 
 /* ---- child modes (bare.c, ring.c), run as `csifs-bench --child ...` ---- */
