@@ -143,6 +143,8 @@ ssize_t readf(struct tf *t, char *buf, size_t len, const char *fmt, ...)
  * reads want and a newline, for every i; true when all did within timeout_s. */
 bool wait_files(struct tf *t, const char *fmt, int n, const char *want, double timeout_s)
     __attribute__((format(printf, 2, 0)));
+/* Names readdir lists in dir, . and .. left out (-1: cannot open it). */
+int dir_entries(const char *dir);
 /* Print a progress line to stderr ("bench: ..."). */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -3,6 +3,7 @@
 #include "tests/lib/testutil.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -38,6 +39,17 @@ void sleep_s(double s)
     struct timespec ts = { .tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
         ;
+}
+
+int dir_entries(const char *dir)
+{
+    struct dirent **v;
+    int n = scandir(dir, &v, NULL, NULL);    /* . and .. included */
+    for (int k = 0; k < n; k++)
+        free(v[k]);
+    if (n >= 0)
+        free(v);
+    return n < 0 ? -1 : n - 2;
 }
 
 void say(const char *fmt, ...)

@@ -15,7 +15,6 @@
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -140,19 +139,6 @@ static double upgrade(pid_t pid)
     return l.max_ms;
 }
 
-static int count_plugins(void)
-{
-    char dir[4200];
-    snprintf(dir, sizeof(dir), "%s/csi-node", t.mnt);
-    DIR *d = opendir(dir);
-    int n = 0;
-    while (d && readdir(d))
-        n++;
-    if (d)
-        closedir(d);
-    return n - 2;                   /* . and .. */
-}
-
 static int prepare(struct tp_proc *plug)
 {
     char sock[4200];
@@ -173,7 +159,7 @@ static int prepare(struct tp_proc *plug)
     if (rc == 0 && !wait_files(&t, "csi-node/p%d/a0/health", 1, "healthy", 30))
         rc = -ETIMEDOUT;
     say("takeover: tree built in %.1f s, csi-node lists %d plugins", now_s() - t0,
-        count_plugins());
+        dir_entries(tf_path(&t, "csi-node")));
     kill(pid, SIGTERM);
     if (!hd_reap(pid, 30000))
         return -ETIMEDOUT;
