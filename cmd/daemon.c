@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -247,6 +248,28 @@ static int take_over(struct run *r, char *err, size_t errlen)
     return 0;
 }
 
+/* The store's ring of committed requests is keyed by the connection's
+ * nonce (DESIGN 13 "Exactly once"): a takeover keeps the one in the state
+ * memfd; a fresh connection (its uniques start again) gets a new one and
+ * an empty ring. Before any commit. */
+static void start_ring(struct run *r, struct store *st)
+{
+    uint64_t *kept = tk_state_nonce(&r->state), nonce = 0;
+    bool fresh = !r->takeover || !kept || !*kept;
+    if (!fresh)
+        nonce = *kept;
+    else if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+        nonce = (uint64_t)csifs_mono_ns() ^ (uint64_t)getpid() << 40;
+    nonce += !nonce;                 /* 0: none yet */
+    if (kept)
+        *kept = nonce;
+    int rc = store_ring_start(st, nonce, fresh);
+    if (rc < 0)
+        csifs_log(LOG_WARNING, "%s: cannot empty the ring of committed requests: %s (its "
+                  "records, of another connection, are never matched)", r->o->state,
+                  strerror(-rc));
+}
+
 /* ---- SIGUSR2: upgrade in place ---- */
 
 static struct fs *upgrade_fs;        /* the session the signal ends */
@@ -272,10 +295,11 @@ static void catch_usr2(struct run *r)
 }
 
 /* The loop ended for SIGUSR2, the registry and the store are closed: exec
- * the binary again on the same connection. Returns only on failure. */
+ * the binary again on the same connection (and the kubelet sockets kept in
+ * r->handed). Returns only on failure. */
 static void upgrade(struct run *r)
 {
-    int rc = tk_upgrade_exec(fs_fd(r->fs), r->state.fd);
+    int rc = tk_upgrade_exec(fs_fd(r->fs), r->state.fd, r->handed.kub, r->handed.nkub);
     csifs_log(LOG_ERR, "upgrade: cannot exec csifs again: %s (exiting: a restart takes "
               "the connection over)", strerror(-rc));
     _exit(1);                        /* never unmount: the store keeps the connection */
@@ -335,19 +359,26 @@ static struct http *start_http(struct run *r, struct reg *reg)
 }
 
 static ssize_t kubelet_file(void *arg, enum reg_type type, const char *plugin, char *buf,
-                            size_t cap)
+                            size_t cap, char *prov, size_t provcap)
 {
-    return kubelet_show(arg, type, plugin, buf, cap);
+    return kubelet_show(arg, type, plugin, buf, cap, prov, provcap);
 }
 
 /* -o kubelet_dir=: register csi-node plugins from now on; 0 or -errno. */
 static int start_kubelet(struct run *r, struct reg *reg, struct kubelet **out, char *err,
                          size_t errlen)
 {
-    if (!r->o->kubelet_dir)
-        return 0;
     struct kubelet_opts ko = { .dir = r->o->kubelet_dir, .mountpoint = r->o->mountpoint,
-                               .reg = reg };
+                               .reg = reg, .handed = r->handed.kub, .n_handed = r->handed.nkub };
+    r->handed.kub = NULL;            /* kubelet's from here on */
+    r->handed.nkub = 0;
+    if (!r->o->kubelet_dir) {
+        if (ko.n_handed)
+            csifs_log(LOG_NOTICE, "no kubelet_dir: %zu stored registration sockets closed",
+                      ko.n_handed);
+        tk_named_drop(ko.handed, ko.n_handed);
+        return 0;
+    }
     int rc = kubelet_start(out, &ko, err, errlen);
     if (rc == 0)
         fs_kubelet_source(kubelet_file, *out);
@@ -369,6 +400,8 @@ static int serve(struct run *r)
     /* main() ran store_check_forked on the state dir (store.h) */
     int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
                         sizeof(err));
+    if (rc == 0)
+        start_ring(r, st);
     struct reg_opts ro = { .events_ring = o->events_ring, .max_instances = o->max_instances,
                            .health_timeout_ms = o->health_timeout_ms,
                            .backend = st ? store_backend(st) : NULL };
@@ -382,6 +415,8 @@ static int serve(struct run *r)
                 o->state, (long long)((csifs_mono_us() - t0) / 1000));
         note_lock(st, o->mountpoint);
     }
+    if (rc == 0 && r->state.fd >= 0)
+        tk_state_keep(&r->state, reg, r->takeover);   /* before serving and probing */
     if (rc == 0 && (rc = fs_oplog_subscribe(reg)) == 0 && (rc = fs_attach(r->fs, reg)) < 0)
         snprintf(err, sizeof(err), "cannot start the notifier: %s", strerror(-rc));
     if (rc == 0 && r->takeover)
@@ -416,7 +451,7 @@ static int serve(struct run *r)
         cl_pub_stop(pub, false);
         csi_prober_stop(pr);
         fs_kubelet_source(NULL, NULL);
-        kubelet_stop(kub);
+        kubelet_stop_keep(kub, &r->handed.kub, &r->handed.nkub);   /* passed on */
         reg_close(reg);
         cl_pub_free(pub);
         csi_prober_free(pr);

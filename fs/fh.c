@@ -5,11 +5,13 @@
  * it. A token whose slot is free or of another generation is stale
  * (EBADF). A live slot with no state here is a predecessor's open file: it
  * is opened again from its inode (adopted); an events reader then gets
- * `restarted` and the live stream. Lock: fs->fh_mu (a leaf). */
+ * `restarted` and the live stream. Lock: fs->fh_mu (a leaf: never held
+ * across a kind's open, which may take the registry's lock). */
 #include "fs/node.h"
 #include "fs/events_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 
 #define FH_SLOTS 65536u              /* open files at once; past it EMFILE */
@@ -76,22 +78,51 @@ static long slot_of(struct fs *fs, uint64_t token)
     return s->live && token_of(s, (uint32_t)k) == token ? (long)k : -1;
 }
 
-/* A predecessor's open file, opened again here; with fh_mu held. */
-static struct fs_fh *adopt(struct fs *fs, uint32_t k, fuse_ino_t ino)
+int fs_fh_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi, int kind,
+               struct fs_fh **out)
 {
-    struct fs_saved_fh *s = &fs->fhs[k];
     struct fs_node n;
-    struct fs_fh *h = NULL;
+    int rc = fs_resolve(fs, ino, &n);
+    const struct fs_kind_def *k = rc == 0 ? &fs_kinds[n.kind] : NULL;
+    if (rc == 0 && kind >= 0 && (int)n.kind != kind)
+        rc = -EBADF;                 /* another file there now */
+    else if (rc == 0 && !k->open)
+        rc = -EISDIR;
+    else if (rc == 0 && (fi->flags & O_ACCMODE) != O_RDONLY && !k->write)
+        rc = -EACCES;                /* read-only kinds, even for root */
+    else if (rc == 0 && (rc = k->open(fs, &n, fi, out)) == 0) {
+        (*out)->kind = n.kind;
+        (*out)->n = n;
+    }
+    return rc;
+}
+
+/* A predecessor's open file in slot k (token), opened again here: the
+ * kind's open runs without fh_mu (it may take the registry's lock). */
+static struct fs_fh *adopt(struct fs *fs, uint32_t k, uint64_t token, fuse_ino_t ino)
+{
+    pthread_mutex_lock(&fs->fh_mu);
+    const struct fs_saved_fh *s = &fs->fhs[k];
+    bool same = s->ino == ino;
     struct fuse_file_info fi = { .flags = (int)s->flags };
-    if (s->ino != ino || fs_resolve(fs, ino, &n) < 0 || (uint32_t)n.kind != s->kind ||
-        !fs_kinds[n.kind].open || fs_kinds[n.kind].open(fs, &n, &fi, &h) < 0)
+    int kind = (int)s->kind;
+    pthread_mutex_unlock(&fs->fh_mu);
+    struct fs_fh *h = NULL, *had = NULL;
+    if (!same || fs_fh_open(fs, ino, &fi, kind, &h) < 0)
         return NULL;
-    h->kind = n.kind;
-    h->n = n;
-    h->slot = k;
-    fs->fh_ptr[k] = h;
-    LIST_INSERT_HEAD(&fs->open_fhs, h, link);
-    if (n.kind == K_EVENTS)
+    pthread_mutex_lock(&fs->fh_mu);
+    bool live = slot_of(fs, token) == (long)k;   /* not released meanwhile */
+    if (live && !(had = fs->fh_ptr[k])) {        /* nor adopted by another thread */
+        h->slot = k;
+        fs->fh_ptr[k] = h;
+        LIST_INSERT_HEAD(&fs->open_fhs, h, link);
+    }
+    pthread_mutex_unlock(&fs->fh_mu);
+    if (!live || had) {
+        fs_kinds[h->kind].release(fs, h);
+        return had;
+    }
+    if (h->kind == K_EVENTS)
         fs_events_restarted(fs, h);
     return h;
 }
@@ -100,9 +131,9 @@ struct fs_fh *fs_fh_get(struct fs *fs, uint64_t token, fuse_ino_t ino)
 {
     pthread_mutex_lock(&fs->fh_mu);
     long k = slot_of(fs, token);
-    struct fs_fh *h = k < 0 ? NULL : fs->fh_ptr[k] ? fs->fh_ptr[k] : adopt(fs, (uint32_t)k, ino);
+    struct fs_fh *h = k < 0 ? NULL : fs->fh_ptr[k];
     pthread_mutex_unlock(&fs->fh_mu);
-    return h;
+    return k < 0 || h ? h : adopt(fs, (uint32_t)k, token, ino);
 }
 
 void fs_fh_note_kh(struct fs *fs, const struct fs_fh *h, uint64_t kh)

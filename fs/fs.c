@@ -152,8 +152,9 @@ int fs_session(struct fs **out, const struct fs_opts *o)
     pthread_mutex_init(&fs->calls_mu, NULL);
     pthread_cond_init(&fs->calls_cv, NULL);
     LIST_INIT(&fs->open_fhs);
-    pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
-    int rc = fs_events_init(fs);
+    int rc = pending_init(&fs->pend, o->pending_ttl_ms > 0 ? o->pending_ttl_ms : 10000);
+    if (rc == 0)
+        rc = fs_events_init(fs);
     if (rc == 0)
         rc = fs_lookups_init(fs);
     if (rc == 0)

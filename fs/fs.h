@@ -62,10 +62,11 @@ uint64_t fs_invalidations(struct fs *fs, uint64_t *missed);
  * (http/): *text is malloc'd, *len bytes, no NUL counted. 0 or -ENOMEM. */
 int fs_metrics_text(struct fs *fs, char **text, size_t *len);
 /* The `kubelet` file of csi-node plugin dirs (DESIGN 14) shows what show
- * writes (kubelet_show's contract); without a source it does not exist.
- * Set once, before serving (cmd/ with -o kubelet_dir=). */
+ * writes (kubelet_show's contract, with the provider into prov when it is
+ * not NULL), and csifs_kubelet_registered samples it; without a source
+ * neither exists. Set once, before serving (cmd/ with -o kubelet_dir=). */
 typedef ssize_t fs_kubelet_show_fn(void *arg, enum reg_type type, const char *plugin,
-                                   char *buf, size_t cap);
+                                   char *buf, size_t cap, char *prov, size_t provcap);
 void fs_kubelet_source(fs_kubelet_show_fn *show, void *arg);
 /* Requests kept unanswered on purpose: events reads waiting for a line.
  * /healthz (DESIGN 14) does not count them as stuck. Any thread. */
@@ -79,17 +80,20 @@ void fs_cluster_attach(struct fs *fs, struct cl_view *v);
 void fs_cluster_changed(void *arg, const struct cl_view_change *c);
 /* ---- Restart without unmount (DESIGN 13; takeover/ keeps the memory) ----
  * fi->fh is a token into a table of open files that a successor on the
- * same connection inherits; the INIT request read is kept beside it. */
+ * same connection inherits; the INIT request read and the pending links
+ * are kept beside it. */
 struct fs_saved_fh {
     uint32_t live, gen;          /* gen: the slot's token generation */
     uint32_t kind, flags;        /* node kind, open flags */
     uint64_t ino, kh;            /* kh: the kernel's poll handle id, 0 none */
 };
+struct pending_table;             /* fs/pending.h */
 struct fs_handover {
     void *init;                  /* the INIT request as read, *init_len bytes */
     uint32_t init_cap, *init_len;
     struct fs_saved_fh *fhs;
     uint32_t nfhs;
+    struct pending_table *links; /* pending links (ln -sfn), NULL: kept by fs/ */
     bool takeover;               /* they hold a predecessor's (else zeroed) */
 };
 /* Before any open, from fs_session on: use h's memory (it outlives the

@@ -1,6 +1,6 @@
 /* What a successor on the same FUSE connection needs from fs/ (DESIGN 13):
- * the handover memory (INIT request, open-file table) and the first steps
- * of a takeover that only fs/ can make (see fs.h). */
+ * the handover memory (INIT request, open-file table, pending links) and
+ * the first steps of a takeover that only fs/ can make (see fs.h). */
 #include "fs/node.h"
 #include "fs/serve.h"
 
@@ -24,6 +24,8 @@ int fs_handover(struct fs *fs, const struct fs_handover *h)
     fs->init_len = h->init_len;
     fs->handover = true;
     fs->takeover = h->takeover;
+    if (h->links)
+        pending_adopt(&fs->pend, h->links, h->takeover);
     fs_serve_keep_init(h->init, h->init_cap, h->init_len);
     return fs_fh_table_init(fs);
 }

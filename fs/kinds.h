@@ -6,6 +6,8 @@
 
 #include "fs/node.h"
 
+struct fs_buf;
+
 /* directories (kind_dirs.c) */
 int fs_root_child(struct fs *fs, const struct fs_node *dir, const char *name,
                   struct fs_node *out);
@@ -69,6 +71,10 @@ int fs_metrics_open(struct fs *fs, const struct fs_node *n, struct fuse_file_inf
                     struct fs_fh **out);
 /* kubelet (kubelet_file.c) */
 bool fs_kubelet_exists(const struct fs_node *n);
+/* Whether there is a source (-o kubelet_dir=); the csifs_kubelet_registered
+ * sample of csi-node plugin, none while it has no provider. */
+bool fs_kubelet_on(void);
+void fs_kubelet_metric(struct fs_buf *b, const char *plugin);
 int fs_kubelet_open(struct fs *fs, const struct fs_node *n, struct fuse_file_info *fi,
                     struct fs_fh **out);
 /* stats (stats.c) */

@@ -5,6 +5,7 @@
 #include "fs/snapshot.h"
 
 #include <errno.h>
+#include <string.h>
 
 static struct {
     fs_kubelet_show_fn *show;
@@ -28,10 +29,41 @@ int fs_kubelet_open(struct fs *fs, const struct fs_node *n, struct fuse_file_inf
     (void)fs;
     fs_kubelet_show_fn *show = __atomic_load_n(&src.show, __ATOMIC_ACQUIRE);
     char line[1024];
-    ssize_t len = show ? show(src.arg, n->type, n->r.plugin, line, sizeof(line)) : -ENOENT;
+    ssize_t len = show ? show(src.arg, n->type, n->r.plugin, line, sizeof(line), NULL, 0)
+                       : -ENOENT;
     if (len < 0)
         return (int)len;
     struct fs_buf b = { 0 };
     fs_buf_printf(&b, "%s", line);
     return fs_snap_open(&b, fi, out);
+}
+
+/* s as a label value (backslash, quote and newline escaped) */
+static void label(struct fs_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        const char *esc = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
+        if (esc)
+            fs_buf_printf(b, "%s", esc);
+        else
+            fs_buf_printf(b, "%c", *s);
+    }
+}
+
+bool fs_kubelet_on(void)
+{
+    return __atomic_load_n(&src.show, __ATOMIC_ACQUIRE) != NULL;
+}
+
+void fs_kubelet_metric(struct fs_buf *b, const char *plugin)
+{
+    fs_kubelet_show_fn *show = __atomic_load_n(&src.show, __ATOMIC_ACQUIRE);
+    char line[1024], prov[256] = "";
+    if (!show || show(src.arg, REG_NODE, plugin, line, sizeof(line), prov, sizeof(prov)) < 0 ||
+        !*prov)
+        return;
+    fs_buf_printf(b, "csifs_kubelet_registered{type=\"%s\",plugin=\"%s\",provider=\"",
+                  reg_type_names[REG_NODE], plugin);
+    label(b, prov);
+    fs_buf_printf(b, "\"} %d\n", !strcmp(line, "registered\n"));
 }

@@ -244,6 +244,19 @@ static void cluster(struct fs_buf *b, const struct snap *s)
     fs_buf_printf(b, "csifs_cluster_view_nodes %" PRIu64 "\n", s->c.cluster_view_nodes);
 }
 
+/* csifs_kubelet_registered (-o kubelet_dir=): the kubelet's verdicts, read
+ * now (after the lock). */
+static void kubelet(struct fs_buf *b, const struct snap *s)
+{
+    if (!fs_kubelet_on())
+        return;
+    family(b, "csifs_kubelet_registered", "gauge", "1 when the kubelet registered the "
+           "plugin's provider, 0 while it has not (waiting, refused, conflict).");
+    for (size_t k = 0; k < s->np; k++)
+        if (s->p[k].w.type == REG_NODE)
+            fs_kubelet_metric(b, s->p[k].name);
+}
+
 /* The text into b (DESIGN 11); 0 or -errno (b->err on a full buffer). */
 static int build(struct fs *fs, struct fs_buf *b)
 {
@@ -258,6 +271,7 @@ static int build(struct fs *fs, struct fs_buf *b)
         tree(b, &s);
         counters(b, fs, &s);
         cluster(b, &s);
+        kubelet(b, &s);
         plugins(b, &s);
         rc = b->err;
     }

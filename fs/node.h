@@ -232,6 +232,12 @@ void fs_lookups_blind(struct fs *fs);
  * full); get: the open file of a token, a predecessor's adopted, or NULL
  * when stale (EBADF); drop: with fh_mu held, at release. */
 int fs_fh_table_init(struct fs *fs);
+/* Open ino as its kind's open does for fi (kind >= 0: only when it is that
+ * kind, else -EBADF): a handle with kind and node set; -EISDIR (no open),
+ * -EACCES (a write to a read-only kind) or the open's -errno. Takes no fs
+ * lock around the kind's open (it may take the registry's). */
+int fs_fh_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi, int kind,
+               struct fs_fh **out);
 void fs_fh_table_fini(struct fs *fs);
 int fs_fh_put(struct fs *fs, struct fs_fh *h, fuse_ino_t ino, int flags, uint64_t *token);
 struct fs_fh *fs_fh_get(struct fs *fs, uint64_t token, fuse_ino_t ino);

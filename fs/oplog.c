@@ -39,32 +39,35 @@ static const char *node_path(fuse_req_t req, fuse_ino_t ino, char *buf)
 }
 
 /* The caller of req as the registry's mutations record it (reg_caller_set):
- * uid and pid from the FUSE request, comm from /proc when the log wants it. */
+ * uid and pid from the FUSE request. */
 static struct reg_caller set_caller(fuse_req_t req)
 {
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct reg_caller c = { .uid = ctx->uid, .pid = ctx->pid };
-    char path[40];
-    snprintf(path, sizeof(path), "/proc/%d/comm", (int)ctx->pid);
-    FILE *f = csifs_log_on(LOG_INFO) && ctx->pid > 0 ? fopen(path, "re") : NULL;
-    if (f) {
-        if (!fgets(c.comm, sizeof(c.comm), f))
-            c.comm[0] = '\0';
-        c.comm[strcspn(c.comm, "\n")] = '\0';
-        fclose(f);
-    }
     reg_caller_set(&c);
     return c;
 }
 
-/* " by uid U pid P (comm)", or "" for a change nobody asked for (a probe). */
+/* " by uid U pid P (comm)", or "" for a change nobody asked for (a probe).
+ * Only for a line that is written: comm is read from /proc now (a
+ * mutation's caller still waits for its answer; a refused one may be gone,
+ * and its line then has no comm). */
 static const char *by(const struct reg_caller *w, char *buf, size_t cap)
 {
     if (!w->pid)
         return "";
     int n = snprintf(buf, cap, " by uid %u pid %d", (unsigned)w->uid, (int)w->pid);
-    if (*w->comm && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " (%s)", w->comm);
+    char path[40], comm[32] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)w->pid);
+    FILE *f = w->pid > 0 ? fopen(path, "re") : NULL;
+    if (f) {
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+    }
+    if (*comm && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " (%s)", comm);
     return buf;
 }
 
@@ -170,12 +173,30 @@ static const char *const outcome_names[] = { "ok", "not_ready", "error" };
  * notable, the rest (unknown: a socket set, not yet probed) is info. */
 static const int health_prio[] = { LOG_INFO, LOG_NOTICE, LOG_WARNING };
 
+/* The level of c's line; -1 none. */
+static int change_prio(const struct reg_change *c)
+{
+    switch (c->kind) {
+    case REG_C_PLUGIN_ADD: case REG_C_PLUGIN_DEL: case REG_C_INST_ADD: case REG_C_INST_DEL:
+    case REG_C_SOCKET: case REG_C_ATTR:
+        return LOG_INFO;
+    case REG_C_HEALTH: return health_prio[c->health];
+    case REG_C_HISTORY: return LOG_DEBUG;
+    case REG_C_CURRENT: return LOG_NOTICE;
+    default: return -1;
+    }
+}
+
 static void on_change(const struct reg_change *c, void *arg)
 {
     struct reg *reg = arg;
     const char *type = reg_type_names[c->type];
     char v[512] = "", w[96];
-    const char *who = by(&c->who, w, sizeof(w));
+    int prio = change_prio(c);
+    if (prio < 0 || !csifs_log_on(prio))
+        return;                      /* no line: nothing to read */
+    const char *who = c->kind == REG_C_HEALTH || c->kind == REG_C_HISTORY
+                      ? "" : by(&c->who, w, sizeof(w));
     switch (c->kind) {
     case REG_C_PLUGIN_ADD:
         csifs_log(LOG_INFO, "registered %s/%s%s", type, c->plugin_name, who);

@@ -88,19 +88,11 @@ void fs_fh_release_all(struct fs *fs)
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_req(req, FS_OP_OPEN);
-    struct fs_node n;
     struct fs_fh *h = NULL;
-    int rc = fs_resolve(fs, ino, &n);
-    const struct fs_kind_def *k = rc == 0 ? &fs_kinds[n.kind] : NULL;
-    if (rc == 0 && !k->open)
-        rc = -EISDIR;
-    else if (rc == 0 && (fi->flags & O_ACCMODE) != O_RDONLY && !k->write)
-        rc = -EACCES;                /* read-only kinds, even for root */
-    else if (rc == 0 && (rc = k->open(fs, &n, fi, &h)) == 0) {
-        h->kind = n.kind;
-        h->n = n;
+    int rc = fs_fh_open(fs, ino, fi, -1, &h);
+    if (rc == 0) {
         if ((rc = fs_fh_put(fs, h, ino, fi->flags, &fi->fh)) < 0)
-            k->release(fs, h);
+            fs_kinds[h->kind].release(fs, h);
         else
             fh_link(fs, h);
     }

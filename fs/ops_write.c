@@ -31,9 +31,10 @@ struct call {
     struct fs *fs;
     void (*answer)(struct call *c, int rc);
     struct fs_node dir;              /* mkdir, symlink, rename: where; setattr: the node */
-    fuse_ino_t ino;                  /* setattr */
+    fuse_ino_t ino;                  /* the request's nodeid (setattr: the node) */
     size_t size;                     /* write */
-    char name[];                     /* mkdir, symlink: the child; rename: the link */
+    struct reg_ring_key key;         /* its mutation's, for the ring (DESIGN 13) */
+    char name[];                     /* mkdir, rmdir, symlink, unlink: the child; rename: the link */
 };
 
 static void answer_err(struct call *c, int rc)
@@ -46,28 +47,61 @@ static void answer_child(struct call *c, int rc)
     fs_reply_child(c->req, c->fs, rc, &c->dir, c->name);
 }
 
-/* A call for req, counted until answered (fs_calls_drain); NULL: no memory. */
-static struct call *call_new(fuse_req_t req, struct fs *fs, void (*answer)(struct call *, int),
-                             const char *name)
-{
-    size_t len = name ? strlen(name) + 1 : 1;
-    struct call *c = calloc(1, sizeof(*c) + len);
-    if (!c)
-        return NULL;
-    c->req = req;
-    c->fs = fs;
-    c->answer = answer;
-    if (name)
-        memcpy(c->name, name, len);
-    fs_calls_add(fs, 1);
-    return c;
-}
-
 static void call_free(struct call *c)
 {
     struct fs *fs = c->fs;
     free(c);
     fs_calls_add(fs, -1);
+}
+
+/* Exactly once (DESIGN 13): a request the kernel sent again after a
+ * takeover (FUSE_UNIQUE_RESEND) whose mutation the ring holds committed
+ * (same connection, opcode, nodeid and name) gets the recorded outcome,
+ * answered as its commit would have been (a mkdir: its entry from the
+ * registry, never EEXIST), instead of a second execution. Anything else
+ * (a mismatch, a request never committed) runs as usual. */
+static bool call_replayed(struct call *c, uint64_t unique)
+{
+    int rc;
+    if (!(unique & FS_UNIQUE_RESEND) || reg_ring_find(c->fs->reg, &c->key, &rc) < 0)
+        return false;
+    csifs_log(LOG_INFO, "resent request %llu (opcode %u, %s) committed before the takeover: "
+              "answered as recorded (%d)", (unsigned long long)c->key.unique, c->key.opcode,
+              c->name[0] ? c->name : "no name", rc);
+    int r = fs_resolve(c->fs, c->ino, &c->dir);
+    c->answer(c, r < 0 ? r : rc);
+    call_free(c);
+    return true;
+}
+
+/* A call for req, counted until answered (fs_calls_drain), with its ring
+ * key (the request's unique, opcode and nodeid from fs/serve.h, and name);
+ * size for a write. NULL when answered already: no memory, or a resent
+ * request replayed from the ring. */
+static struct call *call_open(fuse_req_t req, enum fs_op fop,
+                              void (*answer)(struct call *, int), const char *name,
+                              size_t size)
+{
+    struct fs *fs = fs_req(req, fop);
+    size_t len = name ? strlen(name) + 1 : 1;
+    struct call *c = calloc(1, sizeof(*c) + len);
+    if (!c) {
+        fuse_reply_err(req, ENOMEM);
+        return NULL;
+    }
+    const struct fs_serve_hdr *h = fs_serve_hdr();
+    *c = (struct call){ .req = req, .fs = fs, .answer = answer, .ino = h->nodeid, .size = size,
+                        .key = { .unique = h->unique & ~FS_UNIQUE_RESEND, .parent = h->nodeid,
+                                 .opcode = h->opcode } };
+    if (name) {
+        memcpy(c->name, name, len);
+        if (len > sizeof(c->key.name))
+            c->key.unique = 0;       /* never committed: no ring key */
+        else
+            memcpy(c->key.name, name, len);
+    }
+    fs_calls_add(fs, 1);
+    return call_replayed(c, h->unique) ? NULL : c;
 }
 
 /* On the commit thread: the mutation's outcome, then the answer. */
@@ -85,11 +119,13 @@ static void call_done(void *arg, int rc)
 static void call_begin(struct call *c)
 {
     reg_reply_set(call_done, c);
+    reg_ring_set(&c->key);
 }
 
 static void call_end(struct call *c, int rc)
 {
     reg_reply_set(NULL, NULL);
+    reg_ring_set(NULL);
     if (rc == REG_QUEUED) {
         fs_serve_handed_off();       /* the commit thread answers */
         return;
@@ -102,12 +138,10 @@ static void call_end(struct call *c, int rc)
 static void dir_op(fuse_req_t req, enum fs_op fop, fuse_ino_t parent, const char *name,
                    void (*answer)(struct call *, int))
 {
-    struct fs *fs = fs_req(req, fop);
-    struct call *c = call_new(req, fs, answer, name);
-    if (!c) {
-        fuse_reply_err(req, ENOMEM);
+    struct call *c = call_open(req, fop, answer, name, 0);
+    if (!c)
         return;
-    }
+    struct fs *fs = c->fs;
     int rc = fs_resolve(fs, parent, &c->dir);
     const struct fs_kind_def *k = &fs_kinds[c->dir.kind];
     int (*op)(struct fs *, const struct fs_node *, const char *) =
@@ -142,12 +176,10 @@ static int check_target(const char *target)
 
 void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_req(req, FS_OP_SYMLINK);
-    struct call *c = call_new(req, fs, answer_child, name);
-    if (!c) {
-        fuse_reply_err(req, ENOMEM);
+    struct call *c = call_open(req, FS_OP_SYMLINK, answer_child, name, 0);
+    if (!c)
         return;
-    }
+    struct fs *fs = c->fs;
     struct fs_node n;
     struct pending_link l;
     int rc = fs_resolve(fs, parent, &c->dir);
@@ -167,12 +199,10 @@ void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const 
 
 void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_req(req, FS_OP_UNLINK);
-    struct call *c = call_new(req, fs, answer_err, NULL);
-    if (!c) {
-        fuse_reply_err(req, ENOMEM);
+    struct call *c = call_open(req, FS_OP_UNLINK, answer_err, name, 0);
+    if (!c)
         return;
-    }
+    struct fs *fs = c->fs;
     struct fs_node dir, n;
     int rc = fs_resolve(fs, parent, &dir);
     if (rc == 0)
@@ -196,12 +226,10 @@ static void answer_rename(struct call *c, int rc)
 void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                   fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-    struct fs *fs = fs_req(req, FS_OP_RENAME);
-    struct call *c = call_new(req, fs, answer_rename, name);
-    if (!c) {
-        fuse_reply_err(req, ENOMEM);
+    struct call *c = call_open(req, FS_OP_RENAME, answer_rename, name, 0);
+    if (!c)
         return;
-    }
+    struct fs *fs = c->fs;
     struct fs_node *dir = &c->dir, n, old;
     struct pending_link l;
     int rc = fs_resolve(fs, parent, dir);
@@ -244,14 +272,11 @@ static void answer_write(struct call *c, int rc)
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                  struct fuse_file_info *fi)
 {
-    struct fs *fs = fs_req(req, FS_OP_WRITE);
-    struct call *c = call_new(req, fs, answer_write, NULL);
-    if (!c) {
-        fuse_reply_err(req, ENOMEM);
+    struct call *c = call_open(req, FS_OP_WRITE, answer_write, NULL, size);
+    if (!c)
         return;
-    }
+    struct fs *fs = c->fs;
     const struct fs_fh *h = fs_fh_get(fs, fi->fh, ino);
-    c->size = size;
     call_begin(c);
     call_end(c, h ? write_node(fs, &h->n, buf, size, off) : -EBADF);
 }
@@ -275,12 +300,10 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
                    struct fuse_file_info *fi)
 {
     (void)fi;
-    struct fs *fs = fs_req(req, FS_OP_SETATTR);
-    struct call *c = call_new(req, fs, answer_setattr, NULL);
-    if (!c) {
-        fuse_reply_err(req, ENOMEM);
+    struct call *c = call_open(req, FS_OP_SETATTR, answer_setattr, NULL, 0);
+    if (!c)
         return;
-    }
+    struct fs *fs = c->fs;
     struct fs_node n;
     int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
                 FUSE_SET_ATTR_MTIME_NOW;

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -38,6 +39,28 @@
 /* Set by fs_serve_handed_off during a request: its answer comes from
  * another thread, later (the commit thread), so no poll after it. */
 static _Thread_local bool handed_off;
+
+/* The request being processed (fs_serve_hdr). */
+static _Thread_local struct fs_serve_hdr hdr;
+
+const struct fs_serve_hdr *fs_serve_hdr(void)
+{
+    return &hdr;
+}
+
+/* The kernel's header of a request read into memory (with no write_buf
+ * handler libfuse never splices: every request is read into b->mem). */
+static void read_hdr(const struct fuse_buf *b)
+{
+    struct fuse_in_header in;
+    if (!b->mem || (b->flags & FUSE_BUF_IS_FD) || b->size < sizeof(in)) {
+        hdr = (struct fs_serve_hdr){ 0 };
+        return;
+    }
+    memcpy(&in, b->mem, sizeof(in));
+    hdr = (struct fs_serve_hdr){ .unique = in.unique, .nodeid = in.nodeid,
+                                 .opcode = in.opcode };
+}
 
 /* When the last request was finished (atomic): fs_serve_last_done_ns. */
 static int64_t last_done_ns;
@@ -103,10 +126,12 @@ int fs_serve(struct fuse_session *se)
         } else if (res > 0) {
             handed_off = false;
             keep_init(&buf);
+            read_hdr(&buf);
             fuse_session_process_buf(se, &buf);
+            hdr = (struct fs_serve_hdr){ 0 };
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
-            awake_until = handed_off ? 0 : done + FS_SPIN_NS;
+            awake_until = handed_off && !FS_SPIN_HANDED ? 0 : done + FS_SPIN_NS;
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;

@@ -14,6 +14,17 @@ int fs_serve(struct fuse_session *se);
  * after it. */
 void fs_serve_handed_off(void);
 
+/* The request being processed on this thread, from its struct
+ * fuse_in_header (libfuse 3.14 has no accessor for a request's unique):
+ * for a handler the loop called; all zero outside one. A handler that
+ * answers later copies what it needs. */
+struct fs_serve_hdr {
+    uint64_t unique, nodeid;
+    uint32_t opcode;
+};
+#define FS_UNIQUE_RESEND (1ull << 63)   /* FUSE_UNIQUE_RESEND (7.40): sent again */
+const struct fs_serve_hdr *fs_serve_hdr(void);
+
 /* When the FUSE thread last finished a request (csifs_mono_ns; 0: none
  * yet). Any thread: /healthz (DESIGN 14) reads it. */
 int64_t fs_serve_last_done_ns(void);

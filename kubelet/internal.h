@@ -69,6 +69,12 @@ struct kubelet {
     pthread_t worker, cq_thread;
     bool have_worker, have_cq;
     grpc_completion_queue *cq;
+    /* The fd store (DESIGN 13): handed sockets not yet adopted (the
+     * worker's alone once it runs); at a stop with keep (set under mu),
+     * what the worker kept for the next image. */
+    struct tk_named *inh, *kept;
+    size_t ninh, nkept;
+    bool keep;
 };
 
 /* The entry of plugin, or NULL; with k->mu held. */
@@ -86,6 +92,15 @@ void *kub_worker(void *arg);
 int ks_listen(const char *path, int *fd, ino_t *ino, char *why, size_t cap);
 /* Unlink path if it is still the socket we bound, close fd. */
 void ks_unlisten(const char *path, int fd, ino_t ino);
+/* The fd store's name of prov's socket: TK_FD_KUBELET prov. */
+void ks_fdname(const char *prov, char *name, size_t cap);
+/* The handed socket of prov, taken out of k->inh: 0 with fd and ino when
+ * it is the socket listening at path; else closed and out of the store,
+ * -ENOENT when there was none, another -errno when it was not usable. */
+int ks_handed(struct kubelet *k, const char *prov, const char *path, int *fd, ino_t *ino);
+/* The handed sockets no plugin took: into k->kept when keep, else closed,
+ * out of the store, their paths unlinked when still theirs. */
+void ks_handed_rest(struct kubelet *k, bool keep);
 
 /* server.c. Serve the socket (listening fd lfd, bound as ino) for plugin:
  * a started server with a call posted. 0 or -errno. */
@@ -93,8 +108,8 @@ int ks_open(struct kubelet *k, struct ksrv **out, const char *plugin, const char
             const char *path, int lfd, ino_t ino);
 /* Accept what waits on s's socket and hand it to its server. */
 void ks_accept(struct ksrv *s);
-/* Unlink its socket, close it, shut the server down (freed on the cq
- * thread). */
+/* Unlink its socket, close it and take it out of the fd store (none of
+ * it when its lfd is -1), shut the server down (freed on the cq thread). */
 void ks_close(struct ksrv *s);
 /* The cq thread. */
 void *ks_cq_main(void *arg);

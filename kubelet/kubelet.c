@@ -117,13 +117,16 @@ int kubelet_start(struct kubelet **out, const struct kubelet_opts *o, char *err,
         e = errno;
     if (!e && !S_ISDIR(st.st_mode))
         e = ENOTDIR;
-    if (e) {
+    struct kubelet *k = e ? NULL : calloc(1, sizeof(*k));
+    if (!k) {
+        tk_named_drop(o->handed, o->n_handed);   /* no socket of them is reachable */
+        if (!e)
+            return snprintf(err, errlen, "out of memory"), -ENOMEM;
         snprintf(err, errlen, "kubelet_dir=%s: %s", o->dir, strerror(e));
         return -e;
     }
-    struct kubelet *k = calloc(1, sizeof(*k));
-    if (!k)
-        return snprintf(err, errlen, "out of memory"), -ENOMEM;
+    k->inh = o->handed;              /* the worker's once it runs */
+    k->ninh = o->n_handed;
     snprintf(k->dir, sizeof(k->dir), "%s", o->dir);
     snprintf(k->mnt, sizeof(k->mnt), "%s", o->mountpoint);
     k->reg = o->reg;
@@ -154,18 +157,27 @@ int kubelet_start(struct kubelet **out, const struct kubelet_opts *o, char *err,
     return 0;
 }
 
-void kubelet_stop(struct kubelet *k)
+/* Stop; with keep, the worker's kept sockets into *out, *n. */
+static void stop(struct kubelet *k, bool keep, struct tk_named **out, size_t *n)
 {
-    if (!k)
-        return;
     pthread_mutex_lock(&k->mu);
     k->stop = true;
+    k->keep = keep;
     pthread_mutex_unlock(&k->mu);
     uint64_t one = 1;
     if (k->efd >= 0 && write(k->efd, &one, sizeof(one)) < 0)
         csifs_log(LOG_ERR, "kubelet: cannot wake the worker: %s", strerror(errno));
     if (k->have_worker)              /* it alone made servers; it closed them */
         pthread_join(k->worker, NULL);
+    if (keep) {
+        *out = k->kept;
+        *n = k->nkept;
+    } else {
+        free(k->kept);
+    }
+    for (size_t i = 0; i < k->ninh; i++)   /* no worker ran: left in the store */
+        close(k->inh[i].fd);
+    free(k->inh);
     /* The queue may shut down only when no server can post on it. */
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
@@ -192,32 +204,30 @@ void kubelet_stop(struct kubelet *k)
     free(k);
 }
 
+void kubelet_stop(struct kubelet *k)
+{
+    if (k)
+        stop(k, false, NULL, NULL);
+}
+
+void kubelet_stop_keep(struct kubelet *k, struct tk_named **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (k)
+        stop(k, true, out, n);
+}
+
 ssize_t kubelet_show(struct kubelet *k, enum reg_type type, const char *plugin, char *buf,
-                     size_t cap)
+                     size_t cap, char *prov, size_t provcap)
 {
     if (type != REG_NODE)
         return -ENOENT;
     pthread_mutex_lock(&k->mu);
     struct kentry *e = kub_find(k, plugin);
     ssize_t n = snprintf(buf, cap, "%s\n", e && *e->state ? e->state : "unregistered");
-    pthread_mutex_unlock(&k->mu);
-    return n;
-}
-
-size_t kubelet_listen_fds(struct kubelet *k, struct kubelet_fd *out, size_t cap)
-{
-    size_t n = 0;
-    pthread_mutex_lock(&k->mu);
-    for (size_t i = 0; i < k->n; i++) {
-        struct ksrv *s = k->e[i].srv;
-        if (!s)
-            continue;
-        if (n < cap) {
-            out[n].fd = s->lfd;
-            snprintf(out[n].path, sizeof(out[n].path), "%s", s->path);
-        }
-        n++;
-    }
+    if (prov)
+        snprintf(prov, provcap, "%s", e && *e->state ? e->provider : "");
     pthread_mutex_unlock(&k->mu);
     return n;
 }

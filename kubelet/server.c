@@ -261,8 +261,12 @@ void ks_close(struct ksrv *s)
 {
     __atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);   /* the cq thread may free it */
     __atomic_store_n(&s->closing, true, __ATOMIC_RELEASE);
-    if (s->lfd >= 0)
+    if (s->lfd >= 0) {
+        char name[sizeof(((struct tk_named *)0)->name)];
+        ks_fdname(s->provider, name, sizeof(name));
         ks_unlisten(s->path, s->lfd, s->ino);   /* the kubelet deregisters */
+        tk_store_remove(name);
+    }
     grpc_server_shutdown_and_notify(s->srv, s->k->cq, &s->t_shutdown);
     grpc_server_cancel_all_calls(s->srv);
     srv_unref(s);

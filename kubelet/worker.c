@@ -63,19 +63,29 @@ static void decide(struct kubelet *k, struct kentry *e, const char *prov, struct
         st->open = true;
 }
 
-/* Make e's socket and server (no lock held); its verdict into v. */
+/* Make e's socket and server (no lock held): the one handed from the fd
+ * store when it is still there, else a fresh one, put in the store. Its
+ * verdict into v. */
 static struct ksrv *open_one(struct kubelet *k, const char *plugin, const char *prov,
                              const char *path, char *v, size_t cap)
 {
-    char why[KUB_STATE_MAX - 8];
+    char why[KUB_STATE_MAX - 8], name[sizeof(k->inh->name)];
     int lfd;
     ino_t ino;
     struct ksrv *s = NULL;
-    int rc = ks_listen(path, &lfd, &ino, why, sizeof(why));
+    bool fresh = ks_handed(k, prov, path, &lfd, &ino) < 0;
+    int rc = fresh ? ks_listen(path, &lfd, &ino, why, sizeof(why)) : 0;
+    ks_fdname(prov, name, sizeof(name));
     if (rc == 0 && (rc = ks_open(k, &s, plugin, prov, path, lfd, ino)) < 0) {
         ks_unlisten(path, lfd, ino);
+        if (!fresh)
+            tk_store_remove(name);
         snprintf(why, sizeof(why), "cannot serve the socket: %s", strerror(-rc));
     }
+    int src = rc == 0 && fresh ? tk_store(lfd, name) : 0;
+    if (src < 0)
+        csifs_log(LOG_WARNING, "kubelet: %s: not kept in the fd store: %s (a restart "
+                  "registers it again)", path, strerror(-src));
     snprintf(v, cap, rc == 0 ? "waiting" : "error: %s", why);
     return rc == 0 ? s : NULL;
 }
@@ -146,6 +156,8 @@ void *kub_worker(void *arg)
         for (size_t i = 0; i < nd; i++)
             update(k, dirty[i]);
         free(dirty);
+        if (k->ninh)                 /* the first pass took every plugin there is */
+            ks_handed_rest(k, false);
         /* the servers now: only this thread closes them */
         pthread_mutex_lock(&k->mu);
         if (room < k->n + 1) {
@@ -178,11 +190,14 @@ void *kub_worker(void *arg)
     }
     free(p);
     free(srv);
-    pthread_mutex_lock(&k->mu);      /* stopping: every socket goes */
+    pthread_mutex_lock(&k->mu);      /* stopping: every socket goes, or is kept */
+    bool keep = k->keep;
     struct ksrv **all = NULL;
     size_t na = 0;
     if (k->n)
         all = malloc(k->n * sizeof(*all));
+    if (keep && !(k->kept = malloc((k->n + k->ninh + 1) * sizeof(*k->kept))))
+        keep = false;                /* out of memory: the sockets go */
     for (size_t i = 0; i < k->n; i++)
         if (k->e[i].srv) {
             if (all)
@@ -192,8 +207,16 @@ void *kub_worker(void *arg)
             k->e[i].srv = NULL;
         }
     pthread_mutex_unlock(&k->mu);
-    for (size_t i = 0; i < na; i++)
+    for (size_t i = 0; i < na; i++) {
+        if (keep) {                  /* the next image's: not unlinked, not closed */
+            struct tk_named *kn = &k->kept[k->nkept++];
+            kn->fd = all[i]->lfd;
+            ks_fdname(all[i]->provider, kn->name, sizeof(kn->name));
+            all[i]->lfd = -1;
+        }
         ks_close(all[i]);
+    }
     free(all);
+    ks_handed_rest(k, keep);
     return NULL;
 }

@@ -47,11 +47,20 @@ struct store_rec {
     } u;
 };
 
+/* A committed request, for the ring (registry.h reg_ring_set). */
+struct store_ring_rec {
+    const struct store_ring_rec *next;   /* the next of the same txn */
+    struct reg_ring_key key;
+    int32_t rc;                      /* the outcome answered */
+    uint64_t obj;                    /* seq of the object it wrote (mkdir: the new one) */
+};
+
 /* One transaction: the meta, always written, then the records in list
- * order (a later record of the same key wins). */
+ * order (a later record of the same key wins), then the ring's records. */
 struct store_txn {
     struct store_meta meta;
     const struct store_rec *recs;
+    const struct store_ring_rec *ring;
 };
 
 /* Called for every record at load, plugins before their instances and each
@@ -70,11 +79,13 @@ struct store_load_cb {
  *   load:   every record through cb, and the meta.
  *   room:   (may be NULL: no limit) bytes that additions may still take
  *           without eating into the reserve kept for deletions (DESIGN 7);
- *           refreshed by the registry after each commit. */
+ *           refreshed by the registry after each commit.
+ *   ring_find: (may be NULL: no ring) as reg_ring_find; any thread. */
 struct reg_backend {
     int (*commit)(void *ctx, const struct store_txn *txn);
     int (*load)(void *ctx, const struct store_load_cb *cb, struct store_meta *meta);
     int (*room)(void *ctx, uint64_t *bytes);
+    int (*ring_find)(void *ctx, const struct reg_ring_key *k, int *rc);
     void *ctx;
 };
 

@@ -124,6 +124,7 @@ static void apply_probe(struct reg *reg, struct mut *m)
     mut_set_health(reg, m, i, c->next.health, c->next.ready, c->reason);
     c->reason = NULL;
     mut_probed(i);
+    model_keep(reg, i, false);
     mut_update_current(reg, m, i->plugin, NULL);
 }
 

@@ -96,6 +96,7 @@ struct inst {
     char *attr[INST_NATTRS];     /* writable attribute values by INST_ATTR(a), NULL = empty */
     struct hist *hist;           /* REG_HISTORY entries, allocated on first probe */
     unsigned nhist, hist_head;
+    uint32_t kslot;              /* its reg->keep slot + 1, 0 none (keep.c) */
 };
 
 struct mut;
@@ -115,6 +116,7 @@ struct reg {
     struct mut *qhead, **qtail;  /* validated, waiting for the commit thread */
     struct mut *inflight;        /* the batch being committed */
     size_t qlen, last_batch;     /* queued now; the size of the last batch */
+    unsigned submits;            /* mutations queued so far (atomic; read without wlock) */
     size_t gather;               /* the commit thread waits for this many queued */
     pthread_cond_t gather_cv;    /* CLOCK_MONOTONIC */
     pthread_cond_t commit_cv;    /* the commit thread waits for a mutation */
@@ -146,6 +148,11 @@ struct reg {
         void *arg;
     } subs[8];
     int nsubs;
+    /* health kept across a takeover (reg_keep; keep.c): under wlock and lock */
+    struct reg_keep_table *keep;
+    uint32_t nkeep, nfree;
+    uint32_t *keep_free;         /* free slot indexes, a stack */
+    bool keep_full;              /* "no slot left" was logged */
 };
 
 /* hash tables (model.c) */
@@ -183,6 +190,12 @@ struct hreason *model_reason_new(struct reg *reg, const char *s);
 struct hreason *model_reason_intern(struct reg *reg, struct hreason **spare);
 void model_reason_put(struct hreason *r);
 void model_free_fp(struct fp *f);
+/* Write i's health, reason, ready and history to its kept slot (reg_keep),
+ * claiming one if it has none; all: its whole history, else the newest
+ * entry. Drop: free its slot (its deregistration is applied). Under
+ * reg->wlock and reg->lock (exclusive). No-ops without reg_keep. */
+void model_keep(struct reg *reg, struct inst *i, bool all);
+void model_keep_drop(struct reg *reg, struct inst *i);
 int64_t model_now_ns(void);
 int64_t model_mono_ms(void);
 

@@ -2,10 +2,12 @@
  * its leader (mutate.h), change records and events. */
 #include "registry/mutate.h"
 #include "base/counters.h"
+#include "base/defaults.h"
 #include "base/knobs.h"
 #include "base/log.h"
 
 #include <assert.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,11 +157,18 @@ static void notify(struct reg *reg, const struct subs *subs, const struct mut *m
     }
 }
 
-/* One record per object, in the order objects first appear in the batch. */
-static const struct store_rec *build_txn(struct mut *batch)
+/* One record per object, in the order objects first appear in the batch;
+ * and the ring's record of every mutation that answers a request. */
+static void build_txn(struct mut *batch, struct store_txn *txn)
 {
     struct store_rec *head = NULL, **tail = &head;
+    const struct store_ring_rec **ring = &txn->ring;
     for (struct mut *m = batch; m; m = m->next) {
+        if (m->ring.key.unique) {
+            m->ring.obj = m->obj ? m->obj->seq : 0;
+            *ring = &m->ring;
+            ring = (const struct store_ring_rec **)&m->ring.next;
+        }
         if (!m->k->rec || !m->obj)
             continue;
         struct store_rec *r = NULL;
@@ -195,7 +204,8 @@ static const struct store_rec *build_txn(struct mut *batch)
             tail = &r->next;
         }
     }
-    return head;
+    *ring = NULL;
+    txn->recs = head;
 }
 
 static void settle(struct reg *reg, struct mut *m, bool applied)
@@ -207,6 +217,17 @@ static void settle(struct reg *reg, struct mut *m, bool applied)
         i->w_pend--;
     if (!applied && m->k->undo)
         m->k->undo(reg, m);
+}
+
+/* A caller's m (mut_submit) has its outcome rc: a mut_new's has its kind's
+ * fin and is freed (no lock held). */
+static void finish(struct reg *reg, struct mut *m, int rc)
+{
+    if (!m->heap)
+        return;
+    if (m->k->fin)
+        m->k->fin(reg, m, rc);
+    mut_free(m);
 }
 
 /* Answer every mutation of list with rc (wlock held on entry and return):
@@ -313,7 +334,7 @@ static void lead(struct reg *reg)
     bool room_known = false;
     if (be) {
         rc = test_hooks();
-        txn.recs = build_txn(batch);
+        build_txn(batch, &txn);
         if (rc == 0)
             rc = be->commit(be->ctx, &txn);
         room_known = be->room && be->room(be->ctx, &room) == 0;
@@ -359,12 +380,36 @@ static void lead(struct reg *reg)
     answer(reg, batch, rc);
 }
 
+/* After a batch, the commit thread watches the queue for MUT_SPIN_NS
+ * before it sleeps (wlock held on entry and return): a lone writer's next
+ * mutation (its reply, its next syscall, the FUSE thread's validation) then
+ * finds it awake. Like fs/serve.c's poll it yields the CPU, and stops at
+ * the first yield that ran another task. */
+static void linger(struct reg *reg)
+{
+    if (MUT_SPIN_NS <= 0 || reg->qhead || reg->commit_stop)
+        return;
+    pthread_mutex_unlock(&reg->wlock);
+    int64_t until = csifs_mono_ns() + MUT_SPIN_NS;
+    unsigned seen = __atomic_load_n(&reg->submits, __ATOMIC_RELAXED);
+    for (;;) {
+        int64_t t = csifs_mono_ns();
+        if (t >= until || __atomic_load_n(&reg->submits, __ATOMIC_RELAXED) != seen)
+            break;
+        sched_yield();
+        if (csifs_mono_ns() - t > FS_YIELD_BUSY_NS)
+            break;
+    }
+    pthread_mutex_lock(&reg->wlock);
+}
+
 /* The commit thread: leads every batch, until mut_stop and an empty queue. */
 static void *committer(void *arg)
 {
     struct reg *reg = arg;
     pthread_mutex_lock(&reg->wlock);
     for (;;) {
+        linger(reg);
         while (!reg->qhead && !reg->commit_stop)
             pthread_cond_wait(&reg->commit_cv, &reg->wlock);
         if (!reg->qhead)
@@ -427,6 +472,7 @@ void reg_caller_set(const struct reg_caller *c)
 int mut_submit(struct reg *reg, struct mut *m)
 {
     m->who = caller;
+    mut_ring_take(&m->ring);
     size_t links = reg->pend_links + (m->add ? 1 : 0);
     int rc = 0;
     if (!reg->commit_started && !reg->commit_stop &&
@@ -443,11 +489,7 @@ int mut_submit(struct reg *reg, struct mut *m)
         if (m->k->undo)
             m->k->undo(reg, m);
         pthread_mutex_unlock(&reg->wlock);
-        if (m->heap) {
-            if (m->k->fin)
-                m->k->fin(reg, m, rc);
-            mut_free(m);
-        }
+        finish(reg, m, rc);
         return rc;
     }
     reg->pend_links = links;
@@ -468,6 +510,7 @@ int mut_submit(struct reg *reg, struct mut *m)
     }
     *reg->qtail = m;
     reg->qtail = &m->next;
+    __atomic_add_fetch(&reg->submits, 1, __ATOMIC_RELAXED);
     if (++reg->qlen == reg->gather)
         pthread_cond_signal(&reg->gather_cv);
     pthread_cond_signal(&reg->commit_cv);
@@ -480,11 +523,7 @@ int mut_submit(struct reg *reg, struct mut *m)
     rc = m->rc;
     pthread_mutex_unlock(&reg->wlock);
     pthread_cond_destroy(&m->cv);
-    if (m->heap) {
-        if (m->k->fin)
-            m->k->fin(reg, m, rc);
-        mut_free(m);
-    }
+    finish(reg, m, rc);
     return rc;
 }
 

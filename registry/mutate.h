@@ -59,6 +59,7 @@ struct mut {
     /* The plugin whose current this mutation moves, found at validation
      * (mut_plan_current): its record, with the new current, joins the txn. */
     struct reg_caller who;           /* the caller's, at submit */
+    struct store_ring_rec ring;      /* the request it answers (reg_ring_set), at submit */
     struct plugin *cur_p;
     uint64_t cur_to;
     struct store_rec cur_rec;
@@ -91,6 +92,10 @@ struct plugin *mut_find_plugin(struct reg *reg, enum reg_type type, const char *
 struct inst *mut_find_inst(struct reg *reg, struct plugin *p, const char *alloc);
 /* The writers' view of an object by seq (queued deletions excluded). */
 struct obj *mut_find_seq(struct reg *reg, uint64_t seq);
+
+/* The ring key this thread set (reg_ring_set), into r (unique 0: none),
+ * and cleared: at submit. */
+void mut_ring_take(struct store_ring_rec *r);
 
 /* Queue m (validated, wlock held). Returns with wlock RELEASED. When m is
  * mut_new's and this thread set a reply (reg_reply_set): REG_QUEUED at once,

@@ -219,6 +219,7 @@ static void apply_inst_del(struct reg *reg, struct mut *m)
     p->o.changed_ns = model_now_ns();
     mut_emit(reg, m, REG_C_INST_DEL, &i->o, "deregistered", NULL, NULL, 0);
     mut_probed(i);
+    model_keep_drop(reg, i);
     mut_update_current(reg, m, p, i);
 }
 
@@ -293,6 +294,7 @@ static void apply_socket(struct reg *reg, struct mut *m)
     mut_set_health(reg, m, i, REG_UNKNOWN, i->ready, s->reason);
     s->reason = NULL;
     mut_probed(i);
+    model_keep(reg, i, true);
     mut_update_current(reg, m, i->plugin, NULL);
 }
 
@@ -424,4 +426,34 @@ int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
     }
     m->obj = &i->o;
     return mut_submit(reg, m);
+}
+
+/* ---- the ring of committed requests (registry.h, DESIGN 13) ---- */
+
+static _Thread_local struct reg_ring_key ring_key;   /* unique 0: none */
+
+void reg_ring_set(const struct reg_ring_key *k)
+{
+    if (k)
+        ring_key = *k;
+    else
+        ring_key.unique = 0;
+}
+
+void mut_ring_take(struct store_ring_rec *r)
+{
+    r->key.unique = 0;
+    if (!ring_key.unique)
+        return;
+    r->key = ring_key;
+    r->rc = 0;                       /* a mutation commits, or fails with its batch */
+    ring_key.unique = 0;
+}
+
+int reg_ring_find(struct reg *reg, const struct reg_ring_key *k, int *rc)
+{
+    const struct reg_backend *be = reg->opts.backend;
+    if (!be || !be->ring_find)
+        return -ENOTSUP;
+    return be->ring_find(be->ctx, k, rc);
 }

@@ -234,6 +234,7 @@ void reg_close(struct reg *reg)
     pthread_cond_destroy(&reg->commit_cv);
     pthread_mutex_destroy(&reg->ev_mu);
     free_all(reg);
+    free(reg->keep_free);            /* the slots stay as they are (reg_keep) */
     ev_ring_free(reg->ring);
     pthread_rwlock_destroy(&reg->lock);
     pthread_mutex_destroy(&reg->wlock);

@@ -219,10 +219,30 @@ enum reg_change_kind {
 struct reg_caller {
     uint32_t uid;
     int32_t pid;
-    char comm[16];                  /* "" when unknown */
 };
 /* This thread's next mutations are c's (NULL: nobody's). */
 void reg_caller_set(const struct reg_caller *c);
+
+/* ---- Exactly once (DESIGN 13) ----
+ * A FUSE request that mutates names itself for its thread's next mutation
+ * (reg_ring_set, around the registry call as reg_reply_set): the commit
+ * that holds the mutation records the key in the store's ring of committed
+ * requests, in the same transaction (store.h). A request the kernel sends
+ * again after a takeover (FUSE_UNIQUE_RESEND) asks reg_ring_find first. */
+struct reg_ring_key {
+    uint64_t unique;                /* FUSE unique, FUSE_UNIQUE_RESEND cleared; 0: none */
+    uint64_t parent;                /* the request's nodeid: the dir, or the file */
+    uint32_t opcode;                /* FUSE opcode */
+    char name[REG_NAME_MAX + 1];    /* the name it acts on, "" for none */
+};
+/* This thread's next mutation answers k's request (NULL: none's). A
+ * mutation takes the key: one mutation per request. */
+void reg_ring_set(const struct reg_ring_key *k);
+/* The outcome recorded for a committed request of this connection (the
+ * store's nonce) with k's unique, opcode, parent and name: 0 and *rc;
+ * -ENOENT when the ring holds none (never committed, evicted, another
+ * connection) or one that differs; -ENOTSUP without a ring (no backend). */
+int reg_ring_find(struct reg *reg, const struct reg_ring_key *k, int *rc);
 
 struct reg_change {
     enum reg_change_kind kind;
@@ -254,6 +274,48 @@ int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
  * publishes may give one call). For waking readers of the events ring
  * without holding up the writers. */
 int reg_on_events(struct reg *reg, void (*fn)(void *arg), void *arg);
+
+/* ---- health across a takeover (DESIGN 13) ----
+ * The health, reason, `ready` and `history` of each instance, kept in a
+ * caller's memory that outlives the process (the state memfd,
+ * takeover/state.h): a fixed-size slot per instance, claimed by its seq.
+ * Written in place (no syscall) by the registry's apply step, so under
+ * reg->wlock and reg->lock held exclusively: a probe result (registry/
+ * health.c), a socket change (ops.c); freed when a deregistration is
+ * applied. reg_close leaves the slots as they are (an upgrade in place
+ * hands them on). A slot being written has an odd ver: a process killed
+ * then leaves it odd, and it is ignored. */
+#define REG_KEEP_REASON 120             /* a history reason: at most 119 bytes */
+struct reg_keep_hist {
+    int64_t at_ms;                   /* CLOCK_REALTIME */
+    uint32_t latency_us;
+    uint8_t outcome;                 /* enum reg_outcome */
+    char reason[REG_KEEP_REASON];
+};
+struct reg_keep_slot {
+    uint32_t ver;                    /* odd while being written */
+    uint8_t health, ready, was_healthy, nhist;
+    uint64_t seq;                    /* the instance's, 0 a free slot */
+    int64_t unknown_since_ms;        /* CLOCK_MONOTONIC (system-wide) */
+    uint32_t hist_head, pad;
+    char socket[REG_SOCKET_MAX + 1]; /* what health was learnt for */
+    char reason[256];
+    struct reg_keep_hist hist[REG_HISTORY];   /* as the instance's ring */
+};
+struct reg_keep_table {
+    uint32_t hi, pad;                /* slots below hi were ever used */
+    struct reg_keep_slot slot[];
+};
+/* Keep health in t's n slots from now on: call once, after reg_open and
+ * before any mutation or probe. restore: the slots are a predecessor's;
+ * every instance with a valid slot (same seq, socket and `ready` as the
+ * store restored) takes its health, reason, ready and history from it and
+ * is no longer "restored, not yet re-probed" (no event, `current` as
+ * persisted); the other slots are freed. Else t is taken as cleared (a
+ * fresh memfd: only the slots used are ever touched).
+ * *restored: how many instances took theirs. 0 or -ENOMEM. */
+int reg_keep(struct reg *reg, struct reg_keep_table *t, uint32_t n, bool restore,
+             unsigned long *restored);
 
 #ifdef CSIFS_TEST_OPTS
 /* Test builds only (-o debug_commit_delay_ms=, -o debug_fail_commit=):

@@ -19,16 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-struct store {
-    MDB_env *env;
-    MDB_dbi dbi;
-    int lockfd;
-    off_t reserved_to;               /* data.mdb's blocks are allocated up to here */
-    char *dir;
-    char file[4096];                 /* <dir>/data.mdb, for messages */
-    struct reg_backend be;
-};
-
 /* The lock file, as its holder wrote it:
  *   PID\nconn=NN\nmount=PATH\n   (conn and mount once the holder mounted) */
 int store_lock_note(struct store *st, const char *mount, unsigned conn)
@@ -199,6 +189,9 @@ static int store_commit(void *ctx, const struct store_txn *t)
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
     for (const struct store_rec *r = t->recs; rc == 0 && r; r = r->next)
         rc = put_rec(txn, st->dbi, r);
+    uint64_t next = st->ring.next, nonce = __atomic_load_n(&st->ring.nonce, __ATOMIC_RELAXED);
+    for (const struct store_ring_rec *r = t->ring; rc == 0 && r; r = r->next)
+        rc = store_ring_put(txn, st->dbi, nonce, &next, r);
     if (rc == 0) {
         Csifs__Store__Meta m = CSIFS__STORE__META__INIT;
         m.next_seq = t->meta.next_seq;
@@ -209,8 +202,10 @@ static int store_commit(void *ctx, const struct store_txn *t)
         rc = mdb_txn_commit(txn);    /* frees txn, even when it fails */
     else if (txn)
         mdb_txn_abort(txn);
-    if (rc == 0)
+    if (rc == 0) {
+        st->ring.next = next;
         count_commit(st, t0);
+    }
     reserve_topup(st);
     return rc == 0 ? 0 : commit_errno(st, rc);
 }
@@ -345,6 +340,46 @@ static int store_load(void *ctx, const struct store_load_cb *cb, struct store_me
     return rc;
 }
 
+/* ---- the ring of committed requests ---- */
+
+static int store_ring_find(void *ctx, const struct reg_ring_key *k, int *out)
+{
+    struct store *st = ctx;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0)
+        return store_errno(rc);
+    struct store_ring cur = { .nonce = __atomic_load_n(&st->ring.nonce, __ATOMIC_RELAXED),
+                              .base = __atomic_load_n(&st->ring.base, __ATOMIC_RELAXED) };
+    rc = store_ring_get(txn, st->dbi, &cur, k, out);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+int store_ring_start(struct store *st, uint64_t nonce, bool fresh)
+{
+    MDB_txn *txn;
+    struct store_ring kept = { 0 };
+    int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+    if (rc == 0 && !fresh)
+        rc = store_ring_ctl_get(txn, st->dbi, &kept);
+    struct store_ring now = { .nonce = nonce, .next = st->ring.next, .base = kept.base };
+    if (rc == 0 && (fresh || kept.nonce != nonce)) {
+        now.base = now.next;         /* what came before is not this connection's */
+        if ((rc = store_ring_ctl_put(txn, st->dbi, &now)) == 0) {
+            rc = mdb_txn_commit(txn);
+            txn = NULL;
+        }
+    }
+    if (txn)
+        mdb_txn_abort(txn);
+    if (rc != 0)
+        return commit_errno(st, rc);
+    __atomic_store_n(&st->ring.nonce, now.nonce, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->ring.base, now.base, __ATOMIC_RELAXED);
+    return 0;
+}
+
 /* ---- open, close ---- */
 
 /* A new store gets its version key at once: a store with records and no
@@ -377,6 +412,8 @@ static int open_env(struct store *st, unsigned flags, int version, char *err, si
         (rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn)) == 0) {
         if ((rc = mdb_dbi_open(txn, NULL, 0, &st->dbi)) == 0 && version < 0)
             vrc = store_read_version(txn, st->dbi, &version, st->file, err, errlen);
+        if (rc == 0)
+            rc = store_ring_next(txn, st->dbi, &st->ring.next);
         if (rc == 0)
             rc = mdb_txn_commit(txn);
         else
@@ -423,7 +460,7 @@ int store_open(struct store **out, const char *dir, unsigned flags, char *err,
         store_close(st);
         return rc;
     }
-    st->be = (struct reg_backend){ store_commit, store_load, store_room, st };
+    st->be = (struct reg_backend){ store_commit, store_load, store_room, store_ring_find, st };
     count_commit(st, 0);
     *out = st;
     return 0;

@@ -81,6 +81,39 @@ struct store_holder {
  * (*h then names the last holder), or a negative errno (-ENOENT: no lock
  * file). */
 int store_lock_holder(const char *dir, struct store_holder *h);
+/* ---- the ring of committed requests (DESIGN 13, "Exactly once") ----
+ *
+ * Every commit also records each of its mutations that answers a FUSE
+ * request (registry.h reg_ring_set), in the same transaction: one record of
+ * 120 bytes per mutation, the last STORE_RING_SIZE kept. Keys in the main
+ * database, beside the registry's:
+ *   "r/" + slot (2 bytes, big endian), slot = position % STORE_RING_SIZE:
+ *       4 bytes; a record takes the slot of the one STORE_RING_SIZE before
+ *       it. Value: the record header (store_int.h, kind 4), then 112 bytes
+ *       in the machine's byte order (registry/store_ring.c struct
+ *       ring_val): position (u64, counting, never reset), connection nonce,
+ *       FUSE unique (FUSE_UNIQUE_RESEND cleared), the request's nodeid (the
+ *       parent dir, or the file written), seq of the object written (u64
+ *       each), FUSE opcode (u32), outcome (i32: 0, or the errno answered),
+ *       name (64 bytes, NUL-padded; "" when none). A mkdir's entry is
+ *       rebuilt from the registry by its parent and name.
+ *   "ring": the control, header (kind 5) then the nonce of the connection
+ *       the ring serves and its base (u64 each): the position of its first
+ *       record. Records before the base are another connection's.
+ * Checked with every record at open (header, CRC, size, slot); the load
+ * skips them. A lookup matches only a record of the current nonce at or
+ * past the base.
+ *
+ * store_ring_start, before any commit of the process: commits write nonce
+ * into their records, and reg_ring_find matches only this connection's.
+ * fresh (a new FUSE connection, whose uniques start again), or a nonce
+ * that is not the control's: the ring is emptied, by moving the base to
+ * the next position (one small write; no record is deleted, so a restart
+ * frees no room that additions could take on a full store: DESIGN 7). A
+ * takeover (its nonce is the control's) keeps the ring. 0 or
+ * -ENOSPC/-EIO. */
+#define STORE_RING_SIZE 4096
+int store_ring_start(struct store *st, uint64_t nonce, bool fresh);
 /* CRC-32 (IEEE 802.3, as zlib's crc32): crc 0 to start, chain by passing
  * the previous result. */
 uint32_t store_crc32(uint32_t crc, const void *buf, size_t len);

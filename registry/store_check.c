@@ -63,7 +63,7 @@ static int xcheck_rec(void *arg, enum store_kind kind, ProtobufCMessage *msg)
 /* After the scan: seqs unique and below next_seq; a meta when records exist. */
 static int xcheck_end(struct xcheck *x, const struct store_scan *s, size_t entries)
 {
-    if (entries > 1 && !s->has_meta)
+    if (entries > 1u + s->has_ring_ctl && !s->has_meta)
         return store_fail(x->err, x->errlen, -EBADMSG, "%s: the meta record is missing",
                           x->file);
     store_sort_u64(x->seqs, x->n);

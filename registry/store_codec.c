@@ -62,6 +62,7 @@ const char *store_key_text(const MDB_val *key, char *buf, size_t cap)
 
 const MDB_val store_key_version = { 7, "version" };
 const MDB_val store_key_meta = { 4, "meta" };
+const MDB_val store_key_ring = { 4, "ring" };
 
 /* Append s to buf at *n, cut at STORE_KEY_MAX - 1 bytes. */
 static void key_put(char *buf, size_t *n, const char *s)
@@ -117,22 +118,52 @@ static uint32_t record_crc(const MDB_val *key, const unsigned char *val, size_t 
     return store_crc32(crc, val + STORE_HDR, len - STORE_HDR);
 }
 
-int store_put_msg(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
-                  const ProtobufCMessage *msg)
+/* Room for a record of kind with n bytes of payload under key, in place
+ * (MDB_RESERVE): *payload, to fill before store_seal. */
+static int reserve(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
+                   size_t n, MDB_val *val)
 {
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    MDB_val val = { STORE_HDR + n, NULL };
-    int rc = mdb_put(txn, dbi, (MDB_val *)key, &val, MDB_RESERVE);
+    *val = (MDB_val){ STORE_HDR + n, NULL };
+    int rc = mdb_put(txn, dbi, (MDB_val *)key, val, MDB_RESERVE);
     if (rc != 0)
         return rc;
-    unsigned char *v = val.mv_data;
+    unsigned char *v = val->mv_data;
     v[0] = STORE_HDR_FORMAT;
     v[1] = (unsigned char)kind;
     v[2] = v[3] = 0;
-    protobuf_c_message_pack(msg, v + STORE_HDR);
-    uint32_t crc = record_crc(key, v, val.mv_size);
+    return 0;
+}
+
+/* The header's CRC, once the payload is in place. */
+static void seal(const MDB_val *key, const MDB_val *val)
+{
+    unsigned char *v = val->mv_data;
+    uint32_t crc = record_crc(key, v, val->mv_size);
     for (int i = 0; i < 4; i++)
         v[4 + i] = (unsigned char)(crc >> (8 * i));
+}
+
+int store_put_msg(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
+                  const ProtobufCMessage *msg)
+{
+    MDB_val val;
+    int rc = reserve(txn, dbi, key, kind, protobuf_c_message_get_packed_size(msg), &val);
+    if (rc != 0)
+        return rc;
+    protobuf_c_message_pack(msg, (unsigned char *)val.mv_data + STORE_HDR);
+    seal(key, &val);
+    return 0;
+}
+
+int store_put_raw(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
+                  const void *payload, size_t n)
+{
+    MDB_val val;
+    int rc = reserve(txn, dbi, key, kind, n, &val);
+    if (rc != 0)
+        return rc;
+    memcpy((unsigned char *)val.mv_data + STORE_HDR, payload, n);
+    seal(key, &val);
     return 0;
 }
 
@@ -144,6 +175,7 @@ static const ProtobufCMessageDescriptor *kind_desc(enum store_kind kind)
     case SK_META: return &csifs__store__meta__descriptor;
     case SK_V1_PLUGIN: return &csifs__store__v1_plugin__descriptor;
     case SK_V1_META: return &csifs__store__v1_meta__descriptor;
+    case SK_RING: case SK_RING_CTL: break;   /* no message: store_ring.c */
     }
     return NULL;
 }
@@ -154,14 +186,13 @@ ProtobufCMessage *store_unpack(const MDB_val *key, const MDB_val *val, enum stor
     return store_unpack_with(key, val, kind, NULL, true, why, whylen);
 }
 
-ProtobufCMessage *store_unpack_with(const MDB_val *key, const MDB_val *val,
-                                    enum store_kind kind, ProtobufCAllocator *a, bool crc,
-                                    char *why, size_t whylen)
+int store_check_hdr(const MDB_val *key, const MDB_val *val, enum store_kind kind, bool crc,
+                    char *why, size_t whylen)
 {
     const unsigned char *v = val->mv_data;
     if (val->mv_size < STORE_HDR || v[0] != STORE_HDR_FORMAT || v[2] || v[3]) {
         snprintf(why, whylen, "has no valid record header");
-        return NULL;
+        return -EBADMSG;
     }
     uint32_t stored = (uint32_t)v[4] | (uint32_t)v[5] << 8 | (uint32_t)v[6] << 16 |
                       (uint32_t)v[7] << 24;
@@ -169,14 +200,25 @@ ProtobufCMessage *store_unpack_with(const MDB_val *key, const MDB_val *val,
     if (stored != computed) {
         snprintf(why, whylen, "fails its checksum (CRC32 stored 0x%08x, computed 0x%08x)",
                  stored, computed);
-        return NULL;
+        return -EBADMSG;
     }
     const ProtobufCMessageDescriptor *d = kind_desc(kind);
     if (v[1] != kind) {
         snprintf(why, whylen, "is a record of kind %u where kind %u (%s) belongs", v[1], kind,
-                 d->short_name);
-        return NULL;
+                 d ? d->short_name : "Ring");
+        return -EBADMSG;
     }
+    return 0;
+}
+
+ProtobufCMessage *store_unpack_with(const MDB_val *key, const MDB_val *val,
+                                    enum store_kind kind, ProtobufCAllocator *a, bool crc,
+                                    char *why, size_t whylen)
+{
+    if (store_check_hdr(key, val, kind, crc, why, whylen) < 0)
+        return NULL;
+    const ProtobufCMessageDescriptor *d = kind_desc(kind);
+    const unsigned char *v = val->mv_data;
     ProtobufCMessage *m = protobuf_c_message_unpack(d, a, val->mv_size - STORE_HDR,
                                                     v + STORE_HDR);
     if (!m)
@@ -373,6 +415,8 @@ static enum store_kind kind_of(int version, const MDB_val *key)
         return SK_PLUGIN;
     if (key->mv_size > 2 && k[0] == 'i' && k[1] == '/')
         return SK_INST;
+    if ((key->mv_size > 2 && k[0] == 'r' && k[1] == '/') || key_eq(key, &store_key_ring))
+        return SK_RING;              /* a record or the control: store_ring_check */
     return 0;
 }
 
@@ -385,7 +429,7 @@ int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
         return store_fail(err, errlen, store_errno(rc), "%s: %s", file, mdb_strerror(rc));
     MDB_val key, val;
     char kt[STORE_KEY_MAX * 2], why[160];
-    s->has_meta = false;
+    s->has_meta = s->has_ring_ctl = false;
     int op = MDB_FIRST;
     while ((rc = mdb_cursor_get(c, &key, &val, op)) == 0) {
         op = MDB_NEXT;
@@ -394,13 +438,17 @@ int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
         enum store_kind kind = kind_of(version, &key);
         ProtobufCMessage *m = NULL;
         const char *bad = "is not a key of schema version 2";
-        bool meta = kind == SK_META || kind == SK_V1_META;
-        if (kind && (m = store_unpack_with(&key, &val, kind, s->alloc, !s->trusted || meta,
+        bool meta = kind == SK_META || kind == SK_V1_META, ring = kind == SK_RING;
+        if (ring) {                  /* not the registry's: checked, never handed to rec */
+            bad = s->trusted || store_ring_check(&key, &val, why, sizeof(why)) == 0 ? NULL : why;
+            s->has_ring_ctl |= key_eq(&key, &store_key_ring);
+        }
+        else if (kind && (m = store_unpack_with(&key, &val, kind, s->alloc, !s->trusted || meta,
                                            why, sizeof(why))))
             bad = s->trusted && !meta ? NULL : check_rec(kind, m, &key, s);
         else if (kind)
             bad = why;
-        int kept = bad ? -EBADMSG : meta ? 0 : s->rec(s->arg, kind, m);
+        int kept = bad ? -EBADMSG : meta || ring ? 0 : s->rec(s->arg, kind, m);
         if (kept <= 0 && m)
             protobuf_c_message_free_unpacked(m, s->alloc);
         if (bad || kept < 0) {        /* rec() wrote its own message */

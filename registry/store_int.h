@@ -14,6 +14,7 @@
 
 #include <lmdb.h>
 #include <stdarg.h>
+#include <sys/types.h>
 
 #include "proto/registry.pb-c.h"
 #include "registry/store.h"
@@ -27,10 +28,30 @@
 
 enum store_kind {
     SK_PLUGIN = 1, SK_INST = 2, SK_META = 3,     /* schema version 2 */
+    SK_RING = 4, SK_RING_CTL = 5,                /* the ring (store_ring.c): no message */
     SK_V1_PLUGIN = 11, SK_V1_META = 13,          /* schema version 1 */
 };
 
-extern const MDB_val store_key_version, store_key_meta;
+extern const MDB_val store_key_version, store_key_meta, store_key_ring;
+
+/* The ring of committed requests (store.h, DESIGN 13): the connection
+ * whose records the commits write and match (nonce), where the next record
+ * goes (next, counting), and the first position of this connection's
+ * records (base: those before it are another's, never matched). */
+struct store_ring {
+    uint64_t nonce, next, base;
+};
+
+struct store {
+    MDB_env *env;
+    MDB_dbi dbi;
+    int lockfd;
+    off_t reserved_to;               /* data.mdb's blocks are allocated up to here */
+    char *dir;
+    char file[4096];                 /* <dir>/data.mdb, for messages */
+    struct reg_backend be;
+    struct store_ring ring;          /* nonce: set before serving; next: commit thread */
+};
 
 /* Sort n numbers ascending (v may be NULL when n is 0). */
 void store_sort_u64(uint64_t *v, size_t n);
@@ -51,6 +72,13 @@ void store_key_v1(MDB_val *key, char *buf, enum reg_type type, const char *plugi
  * written in place with MDB_RESERVE. Returns an LMDB code. */
 int store_put_msg(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
                   const ProtobufCMessage *msg);
+/* The same for a payload that is no message (SK_RING). */
+int store_put_raw(MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, enum store_kind kind,
+                  const void *payload, size_t n);
+/* The header of a record of the expected kind, and its CRC unless !crc:
+ * 0, or -EBADMSG with *why saying what is wrong. */
+int store_check_hdr(const MDB_val *key, const MDB_val *val, enum store_kind kind, bool crc,
+                    char *why, size_t whylen);
 /* Check the header and CRC of a record of the expected kind and unpack it.
  * Returns the message (free with protobuf_c_message_free_unpacked) or NULL
  * with *why saying what is wrong. */
@@ -85,6 +113,7 @@ struct store_scan {
     bool trusted;
     struct store_meta meta;
     bool has_meta;
+    bool has_ring_ctl;               /* the ring's control (written before any commit) */
 };
 int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
                const char *file, char *err, size_t errlen);
@@ -96,6 +125,22 @@ void store_inst_from_pb(const Csifs__Store__Instance *m, struct store_inst *i);
 /* fp: storage for the fingerprint submessage (left out when all empty). */
 void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
                       Csifs__Store__Fingerprint *fp);
+
+/* store_ring.c: a ring record put in a commit's write txn at *next,
+ * which moves on (the caller keeps it once the txn commits); a ring or
+ * ring control record checked on its own (store_scan: -EBADMSG); the next
+ * position, read at open; the control record ("ring": nonce and base of
+ * the connection the ring serves; all 0 when there is none) read and
+ * written; the lookup (as reg_ring_find, for cur's nonce and base). LMDB
+ * codes but where said. */
+int store_ring_put(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, uint64_t *next,
+                   const struct store_ring_rec *r);
+int store_ring_check(const MDB_val *key, const MDB_val *val, char *why, size_t whylen);
+int store_ring_next(MDB_txn *txn, MDB_dbi dbi, uint64_t *next);
+int store_ring_ctl_get(MDB_txn *txn, MDB_dbi dbi, struct store_ring *ctl);
+int store_ring_ctl_put(MDB_txn *txn, MDB_dbi dbi, const struct store_ring *ctl);
+int store_ring_get(MDB_txn *txn, MDB_dbi dbi, const struct store_ring *cur,
+                   const struct reg_ring_key *k, int *rc);
 
 /* An LMDB or system error as a negative errno: the refusal codes of store.h
  * for LMDB's corruption codes, -ENOSPC for a full map, else -errno or -EIO. */

@@ -23,9 +23,23 @@ struct tk_out_header {               /* struct fuse_out_header */
     uint64_t unique;                 /* 0: a notification */
 };
 
+/* fd, named nm, into f->kub: true if kept. */
+static bool keep_kub(struct tk_fds *f, int fd, const char *nm, int n)
+{
+    if (strncmp(nm, TK_FD_KUBELET, strlen(TK_FD_KUBELET)) || strlen(nm) >= sizeof(f->kub->name))
+        return false;
+    if (!f->kub && !(f->kub = calloc((size_t)n, sizeof(*f->kub))))
+        return false;
+    f->kub[f->nkub].fd = fd;
+    snprintf(f->kub[f->nkub++].name, sizeof(f->kub->name), "%s", nm);
+    return true;
+}
+
 void tk_fds_take(struct tk_fds *f)
 {
     f->fuse = f->state = -1;
+    f->kub = NULL;
+    f->nkub = 0;
     char **names = NULL;
     int n = sd_listen_fds_with_names(1, &names);   /* 1: unset LISTEN_* */
     for (int k = 0; k < n; k++) {
@@ -33,12 +47,11 @@ void tk_fds_take(struct tk_fds *f)
         const char *nm = names && names[k] ? names[k] : "";
         int *slot = !strcmp(nm, TK_FD_FUSE) ? &f->fuse : !strcmp(nm, TK_FD_STATE) ? &f->state
                                                                                   : NULL;
-        if (slot && *slot < 0) {
+        bool kept = slot && *slot < 0 ? (*slot = fd, true) : !slot && keep_kub(f, fd, nm, n);
+        if (kept)
             fcntl(fd, F_SETFD, FD_CLOEXEC);
-            *slot = fd;
-        } else {
+        else
             close(fd);
-        }
     }
     for (int k = 0; names && names[k]; k++)
         free(names[k]);
@@ -116,6 +129,15 @@ int tk_store_remove(const char *name)
     snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
     int rc = sd_notify(0, msg);
     return rc > 0 ? 0 : rc < 0 ? rc : -ENOTCONN;
+}
+
+void tk_named_drop(struct tk_named *v, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        close(v[k].fd);
+        tk_store_remove(v[k].name);
+    }
+    free(v);
 }
 
 static int notify(int fd, int code, const void *arg, size_t len)

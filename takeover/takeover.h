@@ -16,14 +16,25 @@
 
 #define TK_FD_FUSE "fuse"
 #define TK_FD_STATE "state"
+#define TK_FD_KUBELET "kubelet/"     /* + provider: a kubelet registration socket */
+
+/* A stored fd and its FDNAME. */
+struct tk_named {
+    int fd;
+    char name[256];
+};
 
 /* The fds passed to this process (LISTEN_PID is ours) by name, -1 when
- * absent; every other passed fd is closed. The LISTEN_* variables are
- * unset. */
+ * absent, and those named TK_FD_KUBELET... (kubelet/ adopts them); every
+ * other passed fd is closed. The LISTEN_* variables are unset. */
 struct tk_fds {
     int fuse, state;
+    struct tk_named *kub;            /* malloc'd, nkub of them, close-on-exec */
+    size_t nkub;
 };
 void tk_fds_take(struct tk_fds *f);
+/* Close n named fds, remove them from the store, free(v). */
+void tk_named_drop(struct tk_named *v, size_t n);
 
 /* Is fd a live FUSE connection, the one mounted at the mount point (conn:
  * the 0:NN of its mountinfo line, 0 when nothing is mounted there)? 0, or
@@ -47,11 +58,12 @@ int tk_notify_poll(int fd, uint64_t kh);
 
 /* Upgrade in place (upgrade.c). prepare: at start, remember the binary's
  * path (/proc/self/exe then) and argv (kept by the caller). exec: the fds
- * at 3 and 4 as LISTEN_FDS with LISTEN_PID this pid, then execv: returns
+ * at 3 and 4, then the nmore of more from 5 on, as LISTEN_FDS (names
+ * fuse, state, then theirs) with LISTEN_PID this pid, then execv: returns
  * only on failure, a negative errno. upgraded: whether this image was
  * started so (then it must not daemonize again); once. */
 void tk_upgrade_prepare(char **argv);
-int tk_upgrade_exec(int fuse_fd, int state_fd);
+int tk_upgrade_exec(int fuse_fd, int state_fd, const struct tk_named *more, size_t nmore);
 bool tk_upgraded(void);
 
 #endif

@@ -31,22 +31,44 @@ bool tk_upgraded(void)
     return up;
 }
 
-int tk_upgrade_exec(int fuse_fd, int state_fd)
+int tk_upgrade_exec(int fuse_fd, int state_fd, const struct tk_named *more, size_t nmore)
 {
     if (!*exe || !args)
         return -ENOENT;
-    /* the fds at 3 and 4 (copies first: either may be 3 or 4 now) */
-    int a = fcntl(fuse_fd, F_DUPFD_CLOEXEC, 10), b = fcntl(state_fd, F_DUPFD_CLOEXEC, 10);
-    if (a < 0 || b < 0 || dup2(a, SD_LISTEN_FDS_START) < 0 ||
-        dup2(b, SD_LISTEN_FDS_START + 1) < 0)
-        return -errno;
-    close(a);
-    close(b);
-    char pid[32];
+    /* the fds from 3 on (copies first, above them all: any may be there now) */
+    size_t n = 2 + nmore, len = strlen(TK_FD_FUSE ":" TK_FD_STATE) + 1;
+    int *cp = calloc(n, sizeof(*cp));
+    for (size_t k = 0; k < nmore; k++)
+        len += strlen(more[k].name) + 1;
+    char *names = cp ? malloc(len) : NULL;
+    if (!names) {
+        free(cp);
+        return -ENOMEM;
+    }
+    strcpy(names, TK_FD_FUSE ":" TK_FD_STATE);
+    int rc = 0, base = SD_LISTEN_FDS_START + (int)n;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        int fd = k == 0 ? fuse_fd : k == 1 ? state_fd : more[k - 2].fd;
+        if ((cp[k] = fcntl(fd, F_DUPFD_CLOEXEC, base)) < 0)
+            rc = -errno;
+        if (k >= 2)
+            strcat(strcat(names, ":"), more[k - 2].name);
+    }
+    for (size_t k = 0; k < n && rc == 0; k++)
+        if (dup2(cp[k], SD_LISTEN_FDS_START + (int)k) < 0)
+            rc = -errno;
+    for (size_t k = 0; k < n; k++)
+        if (cp[k] > 0)
+            close(cp[k]);
+    free(cp);
+    char pid[32], num[32];
     snprintf(pid, sizeof(pid), "%ld", (long)getpid());
-    if (setenv("LISTEN_FDS", "2", 1) < 0 || setenv("LISTEN_FDNAMES", TK_FD_FUSE ":" TK_FD_STATE, 1) < 0 ||
-        setenv("LISTEN_PID", pid, 1) < 0 || setenv(TK_REEXEC_ENV, "1", 1) < 0)
-        return -errno;
-    execv(exe, args);
-    return -errno;
+    snprintf(num, sizeof(num), "%zu", n);
+    if (rc == 0 && (setenv("LISTEN_FDS", num, 1) < 0 || setenv("LISTEN_FDNAMES", names, 1) < 0 ||
+                    setenv("LISTEN_PID", pid, 1) < 0 || setenv(TK_REEXEC_ENV, "1", 1) < 0))
+        rc = -errno;
+    free(names);
+    if (rc == 0)
+        execv(exe, args);
+    return rc < 0 ? rc : -errno;
 }

@@ -44,6 +44,18 @@ static const struct row_def rows[R_NROWS] = {
                            NULL, "ms", '<', 20.0),
     [R_KUBELET_REGISTER] = ROW("kubelet_register", "-o kubelet_dir=: plugin healthy to its "
                                "registration socket's appearance", NULL, "ms", '<', 100.0),
+    [R_CLUSTER_PROPAGATE] = ROW("cluster_propagate", "etcd: a health change on one host to its "
+                                "visibility in another's cluster view (p99)", NULL, "ms", '<',
+                                50.0),
+    [R_CLUSTER_WRITES] = ROW("cluster_writes", "etcd write transactions per health change "
+                             "(raft proposals committed)", NULL, "txns", '<', 1.0),
+    [R_CLUSTER_VIEW_SCALE] = { .name = "cluster_view_scale",
+                               .workload = "1,000 hosts x 5 plugins in etcd: csifs start to the "
+                                           "full view, RssAnon growth",
+                               .unit = "ms", .op = '<', .goal = 2000.0,
+                               .unit2 = "MiB", .op2 = '<', .goal2 = 40.0 },
+    [R_CLUSTER_ISOLATION] = ROW("cluster_isolation", "register_serial on a publishing host, "
+                                "etcd SIGSTOPped", "etcd running", "cycles/s", '>', 0.95),
     [R_REGISTER_SERIAL] = ROW("register_serial", "1 writer: mkdir + socket symlink + rmdir, durable",
                               "durable floorfs", "cycles/s", '>', 0.9),
     [R_REGISTER_PARALLEL] = ROW("register_parallel", "8 writers on different plugins, durable",

@@ -27,7 +27,7 @@ TestSuite(http, .fini = teardown, .timeout = 240);
 
 static void spawn(const char *more)
 {
-    char opts[256];
+    char opts[1024];
     port = th_free_port();
     cr_assert_gt(port, 0);
     snprintf(opts, sizeof(opts), "http=%d%s", port, more);
@@ -52,11 +52,29 @@ static bool unhealthy(void *arg)
     return h && !strcmp(h, "unhealthy");
 }
 
-/* /metrics: promtool accepts it, and it holds the metrics file's families. */
+static bool waiting(void *arg)
+{
+    (void)arg;
+    const char *v = tf_cat(&t, "csi-node/p/kubelet");
+    return v && !strcmp(v, "waiting");
+}
+
+/* /metrics: promtool accepts it, and it holds the metrics file's families
+ * (with kubelet_dir=, csifs_kubelet_registered of a plugin the kubelet has
+ * not registered yet). */
 Test(http, metrics_is_the_metrics_file)
 {
-    spawn("");
-    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a csi-controller/c/y"), 0);
+    char more[700], sock[600];
+    t.dir = tu_tmpdir("http");
+    snprintf(more, sizeof(more), ",kubelet_dir=%s/reg", t.dir);
+    snprintf(sock, sizeof(sock), "%s/a.sock", t.dir);
+    spawn(more);
+    struct tp_proc p1;
+    cr_assert_eq(tp_start(&p1, "--socket", sock, "--type", "node", "--name", "drv.test",
+                          (const char *)NULL), 0);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a csi-controller/c/y && "
+                           "ln -s %s csi-node/p/a/socket", sock), 0);
+    cr_assert(tu_wait_for(waiting, NULL, 10000), "%s", tf_cat(&t, "csi-node/p/kubelet"));
     cr_assert_eq(get("/metrics"), 200, "%s", body);
     cr_assert(strstr(body, "csifs_build_info{version="), "%s", body);
     char args[256];
@@ -69,6 +87,8 @@ Test(http, metrics_is_the_metrics_file)
                            "grep '^# TYPE' metrics > ../f.types && cmp ../h.types ../f.types"), 0);
     cr_assert_eq(tf_sh(&t, "grep -q 'csifs_instances{type=\"csi-node\",plugin=\"p\"' ../h.prom"),
                  0);
+    cr_assert_eq(tf_sh(&t, "grep -qx 'csifs_kubelet_registered{type=\"csi-node\",plugin=\"p\","
+                           "provider=\"drv.test\"} 0' ../h.prom"), 0);
     (void)args;
 }
 

@@ -21,6 +21,7 @@ static grpc_byte_buffer *probe(const struct plug_cfg *cfg, int64_t uptime_ms)
     Csi__V1__ProbeResponse r = CSI__V1__PROBE_RESPONSE__INIT;
     Csi__V1__BoolValue ready = CSI__V1__BOOL_VALUE__INIT;
     ready.value = cfg->ready == PLUG_READY_TRUE && uptime_ms >= cfg->not_ready_for_ms;
+    ready.value = ready.value != (bool)plug_ready_flipped;
     if (cfg->ready != PLUG_READY_ABSENT)
         r.ready = &ready;
     return pack(&r.base);

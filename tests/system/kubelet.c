@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tests/lib/fsrun.h"
+#include "tests/lib/holder.h"
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
 
@@ -45,11 +46,17 @@ static void fk_stop(void)
     fk.in = fk.out = -1;
 }
 
+static struct holder hd;             /* the fd store, for the takeover test */
+static bool have_hd;
+
 static void teardown(void)
 {
     fk_stop();
     tp_kill_all();
     tf_stop(&t);
+    if (have_hd)
+        hd_stop(&hd);
+    have_hd = false;
 }
 
 TestSuite(kubelet, .fini = teardown, .timeout = 240);
@@ -81,12 +88,12 @@ static void fk_start(const char *error)
     fk.log[0] = '\0';
 }
 
-/* Read what the fake kubelet printed until the log holds want (as a whole
- * line's start when it ends in a space or newline), within tu_ms(ms). */
-static bool fk_saw(const char *want, int64_t ms)
+/* Read what the fake kubelet printed until the log from byte from on holds
+ * want, within tu_ms(ms). */
+static bool fk_saw_from(size_t from, const char *want, int64_t ms)
 {
     int64_t end = tu_now_ms() + tu_ms(ms);
-    while (!strstr(fk.log, want)) {
+    while (!strstr(fk.log + from, want)) {
         int64_t left = end - tu_now_ms();
         struct pollfd p = { .fd = fk.out, .events = POLLIN };
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -100,6 +107,11 @@ static bool fk_saw(const char *want, int64_t ms)
     return true;
 }
 
+static bool fk_saw(const char *want, int64_t ms)
+{
+    return fk_saw_from(0, want, ms);
+}
+
 static int count(const char *s, const char *needle)
 {
     int n = 0;
@@ -107,6 +119,8 @@ static int count(const char *s, const char *needle)
         n++;
     return n;
 }
+
+#define OPTS "heartbeat=1s,probe_timeout=1s,kubelet_dir=%s"
 
 static void spawn(void)
 {
@@ -117,9 +131,35 @@ static void spawn(void)
     }
     snprintf(regdir, sizeof(regdir), "%s/reg", t.dir);
     char opts[700];
-    snprintf(opts, sizeof(opts), "heartbeat=1s,probe_timeout=1s,kubelet_dir=%s", regdir);
+    snprintf(opts, sizeof(opts), OPTS, regdir);
     o.extra_opts = opts;
     cr_assert_eq(tf_spawn(&t, &o), 0);
+}
+
+/* csifs under the test fd store (tests/lib/holder.h), its log in
+ * <dir>/csifs.log; until its READY=1, the nth. */
+static void hd_spawn_ready(unsigned nth)
+{
+    static char log[600];
+    if (!t.dir) {
+        t.dir = tu_tmpdir("kubelet");
+        cr_assert(asprintf(&t.mnt, "%s/mnt", t.dir) > 0 && asprintf(&t.state, "%s/state",
+                                                                      t.dir) > 0);
+        cr_assert_eq(mkdir(t.mnt, 0755), 0);
+        tu_note("mnt", t.mnt);
+        cr_assert_eq(hd_start(&hd), 0);
+        have_hd = true;
+    }
+    snprintf(regdir, sizeof(regdir), "%s/reg", t.dir);
+    snprintf(log, sizeof(log), "%s/csifs.log", t.dir);
+    char opts[1400], bin[512];
+    snprintf(opts, sizeof(opts), "state=%s," OPTS, t.state, regdir);
+    snprintf(bin, sizeof(bin), "%s/csifs", tu_build_dir());
+    char *argv[] = { bin, "-f", "-o", opts, t.mnt, NULL };
+    hd.log = log;
+    t.pid = hd_spawn(&hd, argv);
+    cr_assert_gt(t.pid, 0);
+    cr_assert(hd_wait_ready(&hd, nth, 10000), "no READY=1 (%u)", nth);
 }
 
 static void plugin_start(struct tp_proc *p, const char *sock, const char *name, const char *node)
@@ -209,6 +249,8 @@ Test(kubelet, register_roll_deregister)
     cr_assert(strstr(fk.log, line), "%s", fk.log);
     cr_assert(strstr(fk.log, "NODEGETINFO drv.test node_id=node-1\n"), "%s", fk.log);
     WAIT_FILE("csi-node/p/kubelet", "registered", 5000);
+    cr_assert_eq(tf_sh(&t, "grep -qx 'csifs_kubelet_registered{type=\"csi-node\",plugin=\"p\","
+                           "provider=\"drv.test\"} 1' metrics"), 0);
     cr_assert(strstr(events(), " kubelet csi-node/p state=waiting"), "%s", events());
     cr_assert(strstr(events(), " kubelet csi-node/p state=registered"), "%s", events());
     char sock[700];
@@ -348,4 +390,74 @@ Test(kubelet, a_live_socket_is_not_taken_over)
     cr_assert_eq(st1.st_ino, st2.st_ino);
     cr_assert_eq(dir_entries(), 1);
     close(fd);
+}
+
+struct logwant {
+    const char *line;
+    int n;
+};
+/* csifs.log holds line n times */
+static bool log_has(void *arg)
+{
+    const struct logwant *w = arg;
+    char cmd[1400];
+    snprintf(cmd, sizeof(cmd), "test \"$(grep -cF -- '%s' %s/csifs.log)\" -ge %d", w->line,
+             t.dir, w->n);
+    return system(cmd) == 0;
+}
+
+/* The registration socket, its inode, and what GetInfo says on it now. */
+static void same_socket(const char *sock, ino_t ino, const char *when)
+{
+    struct stat st;
+    cr_assert_eq(stat(sock, &st), 0, "%s: %s", when, strerror(errno));
+    cr_assert_eq(st.st_ino, ino, "%s: the registration socket was made again", when);
+    size_t before = fk.len - 1;     /* its last newline on */
+    cr_assert(dprintf(fk.in, "getinfo drv.test-reg.sock\n") > 0);
+    cr_assert(fk_saw_from(before, "\nINFO drv.test-reg.sock ", 10000), "%s: %s", when, fk.log);
+    cr_assert(strstr(fk.log + before, "\nINFO drv.test-reg.sock name=drv.test\n"), "%s: %s",
+              when, fk.log + before);
+}
+
+/* A SIGKILLed csifs's successor, and a SIGUSR2 upgrade, take the
+ * registration socket over from the fd store: the same inode, GetInfo
+ * answers on it, and the kubelet sees nothing (no deregistration, no
+ * second GetInfo). A SIGTERM then removes it, from the store too. */
+Test(kubelet, takeover_and_upgrade_keep_the_socket)
+{
+    hd_spawn_ready(1);
+    fk_start(NULL);
+    struct tp_proc p1;
+    plugin_start(&p1, "a.sock", "drv.test", "n");
+    reg("p/a", "a.sock");
+    cr_assert(fk_saw("REGISTERED drv.test\n", 10000), "%s", fk.log);
+    cr_assert_geq(hd_fd(&hd, "kubelet/drv.test"), 0, "the socket is not in the fd store");
+    char sock[700];
+    snprintf(sock, sizeof(sock), "%s/drv.test-reg.sock", regdir);
+    struct stat st;
+    cr_assert_eq(stat(sock, &st), 0);
+    char adopted[800];
+    snprintf(adopted, sizeof(adopted), "kubelet: %s: taken over from the fd store", sock);
+
+    cr_assert_eq(kill(t.pid, SIGKILL), 0);
+    cr_assert(hd_reap(t.pid, 10000));
+    hd_spawn_ready(2);
+    cr_assert(tu_wait_for(log_has, &(struct logwant){ adopted, 1 }, 10000),
+              "the successor did not adopt it");
+    same_socket(sock, st.st_ino, "after a takeover");
+
+    cr_assert_eq(kill(t.pid, SIGUSR2), 0);
+    cr_assert(hd_wait_ready(&hd, 3, 10000), "no READY=1 after SIGUSR2");
+    cr_assert(tu_wait_for(log_has, &(struct logwant){ adopted, 2 }, 10000),
+              "the new image did not adopt it");
+    same_socket(sock, st.st_ino, "after an upgrade");
+    cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a"), 0);
+    cr_assert_eq(count(fk.log, "GETINFO drv.test-reg.sock"), 1, "%s", fk.log);
+    cr_assert_eq(count(fk.log, "DEREGISTERED"), 0, "%s", fk.log);
+    cr_assert_eq(hd_nfds(&hd), 3, "fuse, state and the socket");
+
+    tf_kill(&t, false);              /* a real stop: the kubelet deregisters */
+    cr_assert(fk_saw("DEREGISTERED drv.test\n", 10000), "%s", fk.log);
+    cr_assert_eq(dir_entries(), 0);
+    cr_assert_eq(hd_nfds(&hd), 0, "SIGTERM leaves nothing in the fd store");
 }

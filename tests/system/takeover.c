@@ -1,136 +1,41 @@
 /* Restart without unmount (DESIGN 13) with the test fd store
  * (tests/lib/holder.h): csifs keeps its FUSE connection and state there, a
  * SIGKILLed csifs's successor takes them over, and the processes using the
- * mount see no error and no stale view. */
+ * mount see no error and no stale view. The fixture: takeover_fix.h. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/lib/holder.h"
 #include "tests/lib/plugin_proc.h"
+#include "tests/lib/takeover_fix.h"
 #include "tests/lib/testutil.h"
-
-static struct holder hd, hd2;
-static char *dir, mnt[4096], state[4096], logf[4096], bin[4096];
-static pid_t pids[8];
-static int npids;
-
-static pid_t start(struct holder *h, const char *m, const char *s)
-{
-    char opts[4200];
-    snprintf(opts, sizeof(opts), "state=%s,heartbeat=100ms", s);
-    char *argv[] = { bin, "-f", "-o", opts, (char *)m, NULL };
-    h->log = logf;
-    pid_t pid = hd_spawn(h, argv);
-    if (pid > 0 && npids < 8)
-        pids[npids++] = pid;
-    return pid;
-}
-
-static void kill_reap(pid_t pid, int sig)
-{
-    kill(pid, sig);
-    hd_reap(pid, 10000);
-    for (int k = 0; k < npids; k++)
-        if (pids[k] == pid)
-            pids[k] = 0;
-}
-
-static bool is_mount_root(const char *m)
-{
-    struct stat st;
-    return stat(m, &st) == 0 && st.st_ino == 1;
-}
 
 static void setup(void)
 {
-    dir = tu_tmpdir("takeover");
-    snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
-    snprintf(state, sizeof(state), "%s/state", dir);
-    snprintf(logf, sizeof(logf), "%s/csifs.log", dir);
-    snprintf(bin, sizeof(bin), "%s/csifs", tu_build_dir());
-    mkdir(mnt, 0755);
-    tu_note("mnt", mnt);
-    cr_assert_eq(hd_start(&hd), 0);
-    cr_assert_eq(hd_start(&hd2), 0);
+    cr_assert_eq(tx_setup(), 0);
 }
 
-static unsigned conns[4];           /* FUSE connections made: aborted at the end */
-
-static void note_conn(const char *m)
-{
-    struct stat st;
-    for (int k = 0; k < 4 && stat(m, &st) == 0 && st.st_ino == 1; k++)
-        if (!conns[k] || conns[k] == minor(st.st_dev)) {
-            conns[k] = minor(st.st_dev);
-            break;
-        }
-}
-
-static void teardown(void)
-{
-    char cmd[8400];
-    snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", logf);
-    (void)!system(cmd);
-    for (int k = 0; k < 4 && conns[k]; k++) {
-        char path[96];
-        snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", conns[k]);
-        int fd = open(path, O_WRONLY);
-        if (fd >= 0) {
-            (void)!write(fd, "1", 1);
-            close(fd);
-        }
-        conns[k] = 0;
-    }
-    for (int k = 0; k < npids; k++)
-        if (pids[k] > 0)
-            kill_reap(pids[k], SIGKILL);
-    tp_kill_all();
-    hd_stop(&hd);
-    hd_stop(&hd2);
-    char m2[4200];
-    snprintf(m2, sizeof(m2), "%s2", mnt);
-    umount2(m2, MNT_DETACH);
-    umount2(mnt, MNT_DETACH);
-    if (dir)
-        tu_rmrf(dir);
-    free(dir);
-    dir = NULL;
-    npids = 0;
-}
-
-TestSuite(takeover, .init = setup, .fini = teardown, .timeout = 60);
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = tu_vsh(mnt, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+TestSuite(takeover, .init = setup, .fini = tx_teardown, .timeout = 60);
 
 static bool current_is_a1(void *arg)
 {
     (void)arg;
-    return sh("test \"$(readlink csi-node/c/current)\" = a1") == 0;
+    return tx_sh("test \"$(readlink csi-node/c/current)\" = a1") == 0;
 }
 
 static bool current_is_a2(void *arg)
 {
     (void)arg;
-    return sh("test \"$(readlink csi-node/c/current)\" = a2") == 0;
+    return tx_sh("test \"$(readlink csi-node/c/current)\" = a2") == 0;
 }
 
 static bool file_has(void *arg)
@@ -207,29 +112,29 @@ static bool exited0(void *arg)
 Test(takeover, sigkill_successor_takes_over_the_mount)
 {
     char s1[4200], s2[4200], evf[4200], health[4200], pdir[4200];
-    snprintf(s1, sizeof(s1), "%s/a1.sock", dir);
-    snprintf(s2, sizeof(s2), "%s/a2.sock", dir);
-    snprintf(evf, sizeof(evf), "%s/events.out", dir);
-    snprintf(health, sizeof(health), "%s/csi-node/c/a1/health", mnt);
-    snprintf(pdir, sizeof(pdir), "%s/csi-node/c", mnt);
-    pid_t p1 = start(&hd, mnt, state);
+    snprintf(s1, sizeof(s1), "%s/a1.sock", tx_dir);
+    snprintf(s2, sizeof(s2), "%s/a2.sock", tx_dir);
+    snprintf(evf, sizeof(evf), "%s/events.out", tx_dir);
+    snprintf(health, sizeof(health), "%s/csi-node/c/a1/health", tx_mnt);
+    snprintf(pdir, sizeof(pdir), "%s/csi-node/c", tx_mnt);
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert_gt(p1, 0);
-    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
-    cr_assert_geq(hd_fd(&hd, "fuse"), 0, "the FUSE fd was not stored");
-    cr_assert_geq(hd_fd(&hd, "state"), 0, "the state memfd was not stored");
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    cr_assert_geq(hd_fd(&tx_hd, "fuse"), 0, "the FUSE fd was not stored");
+    cr_assert_geq(hd_fd(&tx_hd, "state"), 0, "the state memfd was not stored");
     struct tp_proc a1, a2;
     cr_assert_eq(tp_start(&a1, "--socket", s1, "--type", "node", NULL), 0);
-    cr_assert_eq(sh("mkdir -p csi-node/c/a1 && ln -s '%s' csi-node/c/a1/socket", s1), 0);
+    cr_assert_eq(tx_sh("mkdir -p csi-node/c/a1 && ln -s '%s' csi-node/c/a1/socket", s1), 0);
     cr_assert(tu_wait_for(current_is_a1, NULL, 10000), "current never a1");
     struct stat before;
-    cr_assert_eq(stat(mnt, &before), 0);
-    note_conn(mnt);
+    cr_assert_eq(stat(tx_mnt, &before), 0);
+    tx_note_conn(tx_mnt);
     /* the users of the mount: a cwd inside, a blocked events reader, a poller */
     struct cwdproc c;
     cwd_start(&c, pdir);
     cr_assert_str_eq(cwd_ask(&c), "a1");
     char evpath[4200];
-    snprintf(evpath, sizeof(evpath), "%s/events", mnt);
+    snprintf(evpath, sizeof(evpath), "%s/events", tx_mnt);
     pid_t cat = fork();
     cr_assert_geq(cat, 0);
     if (cat == 0) {
@@ -239,29 +144,29 @@ Test(takeover, sigkill_successor_takes_over_the_mount)
         _exit(127);
     }
     tu_note_pid(cat);
-    pids[npids++] = cat;
+    tx_keep_pid(cat);
     pid_t pp = poller(health);
     cr_assert_gt(pp, 0);
     tu_note_pid(pp);
-    pids[npids++] = pp;
+    tx_keep_pid(pp);
     tu_sleep_ms(200);                /* the reader and the poller wait in csifs */
 
-    kill_reap(p1, SIGKILL);
-    pid_t p2 = start(&hd, mnt, state);
+    tx_kill_reap(p1, SIGKILL);
+    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert_gt(p2, 0);
-    cr_assert(hd_wait_ready(&hd, 2, 10000), "the successor sent no READY=1");
+    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "the successor sent no READY=1");
     struct stat after;
-    cr_assert_eq(stat(mnt, &after), 0, "the mount answers after the takeover");
+    cr_assert_eq(stat(tx_mnt, &after), 0, "the mount answers after the takeover");
     cr_assert_eq(before.st_dev, after.st_dev, "the same connection, not a fresh mount");
 
     /* the repro of issue 26: a2 registered, a1 removed */
     cr_assert_eq(tp_start(&a2, "--socket", s2, "--type", "node", NULL), 0);
-    cr_assert_eq(sh("mkdir csi-node/c/a2 && ln -s '%s' csi-node/c/a2/socket", s2), 0);
+    cr_assert_eq(tx_sh("mkdir csi-node/c/a2 && ln -s '%s' csi-node/c/a2/socket", s2), 0);
     cr_assert(tu_wait_for(current_is_a2, NULL, 10000), "current never a2");
     tp_kill(&a1);                    /* a1's health changes: the poller wakes */
     cr_assert(tu_wait_for(exited0, &pp, 20000), "the poll waiter was never woken");
-    pids[npids - 1] = 0;
-    cr_assert_eq(sh("rmdir csi-node/c/a1"), 0);
+    tx_forget_pid(pp);
+    cr_assert_eq(tx_sh("rmdir csi-node/c/a1"), 0);
     const char *seen = cwd_ask(&c);
     cr_assert_str_eq(seen, "a2", "the cwd process sees the new current, not %s", seen);
     const char *want[] = { evf, "^restarted$" };
@@ -273,10 +178,10 @@ Test(takeover, sigkill_successor_takes_over_the_mount)
     kill(c.pid, SIGKILL);
     waitpid(c.pid, NULL, 0);
     tp_kill(&a2);
-    kill_reap(cat, SIGKILL);
-    kill_reap(p2, SIGTERM);
-    cr_assert(!is_mount_root(mnt), "SIGTERM after a takeover unmounts");
-    cr_assert_eq(hd_nfds(&hd), 0, "SIGTERM leaves nothing in the fd store");
+    tx_kill_reap(cat, SIGKILL);
+    tx_kill_reap(p2, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt), "SIGTERM after a takeover unmounts");
+    cr_assert_eq(hd_nfds(&tx_hd), 0, "SIGTERM leaves nothing in the fd store");
 }
 
 /* The mount's unique id (Linux 6.8; connection and plain mount ids are
@@ -290,68 +195,61 @@ static uint64_t mnt_id(const char *m)
     return statx(AT_FDCWD, m, 0, STATX_MNT_ID_UNIQUE, &sx) == 0 ? sx.stx_mnt_id : 0;
 }
 
-static bool log_has(const char *what)
-{
-    char cmd[8400];
-    snprintf(cmd, sizeof(cmd), "grep -q -- '%s' '%s'", what, logf);
-    return system(cmd) == 0;
-}
-
 Test(takeover, aborted_connection_fd_falls_back_to_a_fresh_mount)
 {
-    pid_t p1 = start(&hd, mnt, state);
-    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
     struct stat before, after;
-    cr_assert_eq(stat(mnt, &before), 0);
-    uint64_t id0 = mnt_id(mnt);
+    cr_assert_eq(stat(tx_mnt, &before), 0);
+    uint64_t id0 = mnt_id(tx_mnt);
     cr_assert_neq(id0, 0);
-    note_conn(mnt);
-    kill_reap(p1, SIGKILL);
+    tx_note_conn(tx_mnt);
+    tx_kill_reap(p1, SIGKILL);
     char path[96];
     snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(before.st_dev));
     int fd = open(path, O_WRONLY);
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, "1", 1), 1);
     close(fd);
-    pid_t p2 = start(&hd, mnt, state);
-    cr_assert(hd_wait_ready(&hd, 2, 10000), "no READY=1 from the fresh mount");
-    cr_assert_eq(stat(mnt, &after), 0);
-    note_conn(mnt);
+    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "no READY=1 from the fresh mount");
+    cr_assert_eq(stat(tx_mnt, &after), 0);
+    tx_note_conn(tx_mnt);
     cr_assert_eq(after.st_ino, 1);
-    cr_assert_neq(id0, mnt_id(mnt), "a fresh mount");
-    cr_assert(log_has("was aborted: mounting afresh"), "no log line for the fallback");
-    cr_assert_geq(hd_fd(&hd, "fuse"), 0, "the fresh connection is kept");
-    kill_reap(p2, SIGTERM);
-    cr_assert(!is_mount_root(mnt));
-    cr_assert_eq(hd_nfds(&hd), 0);
+    cr_assert_neq(id0, mnt_id(tx_mnt), "a fresh mount");
+    cr_assert(tx_log_has("was aborted: mounting afresh"), "no log line for the fallback");
+    cr_assert_geq(hd_fd(&tx_hd, "fuse"), 0, "the fresh connection is kept");
+    tx_kill_reap(p2, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt));
+    cr_assert_eq(hd_nfds(&tx_hd), 0);
 }
 
 Test(takeover, fd_of_another_mount_point_falls_back_to_a_fresh_mount)
 {
     char mnt2[4200], state2[4200];
-    snprintf(mnt2, sizeof(mnt2), "%s2", mnt);
-    snprintf(state2, sizeof(state2), "%s2", state);
+    snprintf(mnt2, sizeof(mnt2), "%s2", tx_mnt);
+    snprintf(state2, sizeof(state2), "%s2", tx_state);
     cr_assert_eq(mkdir(mnt2, 0755), 0);
-    pid_t p1 = start(&hd, mnt, state);
-    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
-    note_conn(mnt);
-    hd_put(&hd2, "fuse", hd_fd(&hd, "fuse"));       /* the first mount's, handed to another */
-    hd_put(&hd2, "state", hd_fd(&hd, "state"));
-    pid_t p2 = start(&hd2, mnt2, state2);
-    cr_assert(hd_wait_ready(&hd2, 1, 10000), "no READY=1 from the second mount");
-    note_conn(mnt2);
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    hd_put(&tx_hd2, "fuse", hd_fd(&tx_hd, "fuse"));       /* the first mount's, handed to another */
+    hd_put(&tx_hd2, "state", hd_fd(&tx_hd, "state"));
+    pid_t p2 = tx_start(&tx_hd2, mnt2, state2);
+    cr_assert(hd_wait_ready(&tx_hd2, 1, 10000), "no READY=1 from the second mount");
+    tx_note_conn(mnt2);
     struct stat a, b;
-    cr_assert_eq(stat(mnt, &a), 0);
+    cr_assert_eq(stat(tx_mnt, &a), 0);
     cr_assert_eq(stat(mnt2, &b), 0);
     cr_assert_eq(b.st_ino, 1);
     cr_assert_neq(a.st_dev, b.st_dev, "the second mount point got its own connection");
-    cr_assert(log_has("is not the one mounted there.*mounting afresh\\|nothing is mounted there.*mounting afresh"),
+    cr_assert(tx_log_has("is not the one mounted there.*mounting afresh\\|nothing is mounted there.*mounting afresh"),
               "no log line for the fallback");
-    cr_assert_eq(sh("ls csi-node >/dev/null"), 0, "the first mount still serves");
-    kill_reap(p2, SIGTERM);
-    kill_reap(p1, SIGTERM);
-    cr_assert(!is_mount_root(mnt2));
-    cr_assert(!is_mount_root(mnt));
+    cr_assert_eq(tx_sh("ls csi-node >/dev/null"), 0, "the first mount still serves");
+    tx_kill_reap(p2, SIGTERM);
+    tx_kill_reap(p1, SIGTERM);
+    cr_assert(!tx_is_mount_root(mnt2));
+    cr_assert(!tx_is_mount_root(tx_mnt));
 }
 
 static pid_t statloop_pid;
@@ -370,27 +268,83 @@ static pid_t statloop(const char *path)
 
 Test(takeover, sigusr2_reexecs_with_the_same_pid)
 {
-    pid_t p = start(&hd, mnt, state);
-    cr_assert(hd_wait_ready(&hd, 1, 10000), "no READY=1");
-    note_conn(mnt);
-    cr_assert_eq(sh("mkdir -p csi-node/c/a1"), 0);
+    pid_t p = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    cr_assert_eq(tx_sh("mkdir -p csi-node/c/a1"), 0);
     char f[4200];
-    snprintf(f, sizeof(f), "%s/csi-node/c/a1/registered", mnt);
+    snprintf(f, sizeof(f), "%s/csi-node/c/a1/registered", tx_mnt);
     statloop_pid = statloop(f);
     cr_assert_gt(statloop_pid, 0);
     tu_note_pid(statloop_pid);
-    pids[npids++] = statloop_pid;
+    tx_keep_pid(statloop_pid);
     for (unsigned k = 1; k <= 3; k++) {
         cr_assert_eq(kill(p, SIGUSR2), 0);
-        cr_assert(hd_wait_ready(&hd, k + 1, 10000), "no READY=1 after SIGUSR2 %u", k);
+        cr_assert(hd_wait_ready(&tx_hd, k + 1, 10000), "no READY=1 after SIGUSR2 %u", k);
         cr_assert_eq(waitpid(p, NULL, WNOHANG), 0, "the same process runs");
-        cr_assert_eq(sh("test -d csi-node/c/a1 && mkdir csi-node/c/a%u", k + 1), 0);
+        cr_assert_eq(tx_sh("test -d csi-node/c/a1 && mkdir csi-node/c/a%u", k + 1), 0);
     }
-    cr_assert_geq(hd.reloading, 3, "RELOADING=1 before each");
+    cr_assert_geq(tx_hd.reloading, 3, "RELOADING=1 before each");
     cr_assert_eq(waitpid(statloop_pid, NULL, WNOHANG), 0, "a stat failed across an upgrade");
-    cr_assert(log_has("upgrade: executing csifs again"));
-    kill_reap(statloop_pid, SIGKILL);
-    kill_reap(p, SIGTERM);
-    cr_assert(!is_mount_root(mnt), "SIGTERM after an upgrade unmounts");
-    cr_assert_eq(hd_nfds(&hd), 0, "and leaves nothing in the fd store");
+    cr_assert(tx_log_has("upgrade: executing csifs again"));
+    tx_kill_reap(statloop_pid, SIGKILL);
+    tx_kill_reap(p, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt), "SIGTERM after an upgrade unmounts");
+    cr_assert_eq(hd_nfds(&tx_hd), 0, "and leaves nothing in the fd store");
+}
+
+
+static bool exists(void *arg)
+{
+    return access(arg, F_OK) == 0;
+}
+
+struct waited {
+    pid_t pid;
+    int status;
+};
+
+static bool child_done(void *arg)
+{
+    struct waited *w = arg;
+    return waitpid(w->pid, &w->status, WNOHANG) == w->pid;
+}
+
+/* Exactly once (DESIGN 13): csifs dies after the commit of a mkdir and
+ * before its answer (debug_stall_reply); the successor gets the mkdir again
+ * (RESEND) and answers it from the ring of committed requests: success,
+ * never EEXIST. */
+Test(takeover, resent_mkdir_committed_before_the_crash_succeeds)
+{
+    char marker[4200], path[4200];
+    snprintf(marker, sizeof(marker), "%s/committed", tx_dir);
+    snprintf(path, sizeof(path), "%s/csi-node/ebs", tx_mnt);
+    char plain[sizeof(tx_opts)];
+    snprintf(plain, sizeof(plain), "%s", tx_opts);
+    cr_assert_lt(snprintf(tx_opts, sizeof(tx_opts), "%s,debug_stall_reply=%s", plain, marker),
+                 (int)sizeof(tx_opts));
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
+    snprintf(tx_opts, sizeof(tx_opts), "%s", plain);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    struct waited w = { .pid = fork() };
+    cr_assert_geq(w.pid, 0);
+    if (w.pid == 0)
+        _exit(mkdir(path, 0755) == 0 ? 0 : errno);
+    tu_note_pid(w.pid);
+    cr_assert(tu_wait_for(exists, marker, 10000), "the mkdir was never committed");
+    cr_assert(!child_done(&w), "the mkdir was answered before the crash");
+    tx_kill_reap(p1, SIGKILL);
+    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "the successor sent no READY=1");
+    cr_assert(tu_wait_for(child_done, &w, 10000), "the resent mkdir was never answered");
+    cr_assert(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0,
+              "the resent mkdir failed: %s", strerror(WEXITSTATUS(w.status)));
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert(S_ISDIR(st.st_mode));
+    cr_assert(tx_log_has("answered as recorded"), "answered from the ring, not run again");
+    cr_assert_eq(tx_sh("mkdir csi-node/ebs 2>/dev/null"), 1, "a new mkdir still gets EEXIST");
+    tx_kill_reap(p2, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt));
 }

@@ -6,7 +6,8 @@
  * 1.x), dials the endpoint afresh for NodeGetInfo, and calls
  * NotifyRegistrationStatus (registered, or with --error not registered
  * with TEXT); a socket removed deregisters its driver. A line
- * "nodeinfo NAME" on stdin dials NAME's endpoint afresh for NodeGetInfo.
+ * "nodeinfo NAME" on stdin dials NAME's endpoint afresh for NodeGetInfo;
+ * "getinfo FILE" calls GetInfo on DIR/FILE (no registration).
  * One line on stdout per action (flushed):
  *   WATCHING DIR
  *   GETINFO <file> type=<t> name=<n> endpoint=<e> versions=<v,...>
@@ -14,6 +15,7 @@
  *   NOTIFY <name> registered=<0|1>
  *   REGISTERED <name> | REFUSED <file> <why>
  *   DEREGISTERED <name>
+ *   INFO <file> name=<n> | INFO <file> error=<why>     (getinfo)
  * Exit 0 on SIGTERM or end of stdin, 2 on usage errors. */
 #include "csi/client.h"
 #include "proto/pluginregistration.pb-c.h"
@@ -144,17 +146,24 @@ static void notify(const char *path, const char *name, bool ok, const char *erro
     free(r);
 }
 
+/* GetInfo on path: the decoded reply, or NULL with why. */
+static Pluginregistration__PluginInfo *get_info(const char *path, char *why, size_t cap)
+{
+    Pluginregistration__InfoRequest req = PLUGINREGISTRATION__INFO_REQUEST__INIT;
+    size_t len = 0;
+    uint8_t *b = unary(path, "/pluginregistration.Registration/GetInfo", &req.base, &len, why,
+                       cap);
+    Pluginregistration__PluginInfo *pi =
+        b ? pluginregistration__plugin_info__unpack(NULL, len, b) : NULL;
+    free(b);
+    return pi;
+}
+
 static void added(const char *file)
 {
     char path[4400], why[512] = "";
     snprintf(path, sizeof(path), "%s/%s", dir, file);
-    Pluginregistration__InfoRequest req = PLUGINREGISTRATION__INFO_REQUEST__INIT;
-    size_t len = 0;
-    uint8_t *b = unary(path, "/pluginregistration.Registration/GetInfo", &req.base, &len, why,
-                       sizeof(why));
-    Pluginregistration__PluginInfo *pi =
-        b ? pluginregistration__plugin_info__unpack(NULL, len, b) : NULL;
-    free(b);
+    Pluginregistration__PluginInfo *pi = get_info(path, why, sizeof(why));
     if (!pi) {
         printf("REFUSED %s GetInfo: %s\n", file, *why ? why : "undecodable");
         return;
@@ -197,7 +206,15 @@ static void removed(const char *file)
 
 static void command(char *line)
 {
-    char name[256];
+    char name[256], path[4400], why[512] = "";
+    if (sscanf(line, "getinfo %255s", name) == 1) {
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        Pluginregistration__PluginInfo *pi = get_info(path, why, sizeof(why));
+        printf("INFO %s %s%s\n", name, pi ? "name=" : "error=", pi ? pi->name : why);
+        if (pi)
+            pluginregistration__plugin_info__free_unpacked(pi, NULL);
+        return;
+    }
     if (sscanf(line, "nodeinfo %255s", name) != 1)
         return;
     for (int k = 0; k < MAXREG; k++)
