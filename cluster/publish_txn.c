@@ -94,27 +94,21 @@ int cl_plugin_value(struct reg *reg, const struct cl_plugin_ref *r, char **out)
     static const enum cl_field fields[] = { CL_F_HEALTH, CL_F_REASON, CL_F_NODEID,
                                             CL_F_PROVIDER, CL_F_VERSION, CL_F_MAX_VOLUMES,
                                             CL_F_TOPOLOGY };
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return -ENOMEM;
-    fprintf(f, "%s %s\n", cl_field_names[CL_F_CURRENT], inst ? cur.alloc : "");
-    for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
-        char v[REG_VALUE_MAX + 1];
-        attr_line(reg, inst, attrs[i], v, sizeof(v));
+    enum { NA = sizeof(attrs) / sizeof(attrs[0]) };
+    char v[NA][REG_VALUE_MAX + 1], instances[16], healthy[16];
+    struct cl_record rec = { 0 };
+    rec.field[CL_F_CURRENT] = inst ? cur.alloc : "";
+    for (size_t i = 0; i < NA; i++) {
+        attr_line(reg, inst, attrs[i], v[i], sizeof(v[i]));
         if (attrs[i] == REG_A_HEALTH && !inst)
-            snprintf(v, sizeof(v), "none");
-        fprintf(f, "%s %s\n", cl_field_names[fields[i]], v);
+            snprintf(v[i], sizeof(v[i]), "none");
+        rec.field[fields[i]] = v[i];
     }
-    fprintf(f, "%s %u\n%s %u\n", cl_field_names[CL_F_INSTANCES], pl.count,
-            cl_field_names[CL_F_HEALTHY], c.healthy);
-    if (fclose(f) != 0) {
-        free(buf);
-        return -ENOMEM;
-    }
-    *out = buf;
-    return 0;
+    snprintf(instances, sizeof(instances), "%u", pl.count);
+    snprintf(healthy, sizeof(healthy), "%u", c.healthy);
+    rec.field[CL_F_INSTANCES] = instances;
+    rec.field[CL_F_HEALTHY] = healthy;
+    return cl_value_format(&rec, out);
 }
 
 /* ---- the cache of values written ---- */
@@ -277,9 +271,10 @@ static int batch_add(struct batch *b, char *key, char *val, const struct cl_plug
 
 static char *plugin_key(struct cl_pub *p, const struct cl_plugin_ref *r)
 {
-    char *k = NULL;
-    return asprintf(&k, "%s%s/%s", p->host_prefix, reg_type_names[r->type], r->name) < 0 ? NULL
-                                                                                        : k;
+    struct cl_key k = { .type = r->type };
+    snprintf(k.node, sizeof(k.node), "%s", p->o->node);
+    snprintf(k.plugin, sizeof(k.plugin), "%s", r->name);
+    return cl_key_format(p->o->prefix, &k);
 }
 
 /* The op for one plugin: a put when its value differs from the cache (or

@@ -4,6 +4,7 @@
 #include "registry/registry.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,33 @@ int cl_key_parse(const char *prefix, const void *key, size_t len, struct cl_key 
     }
     if ((k->type = reg_type_parse(type)) < 0 || take_name(&s, end, k->plugin) || s != end)
         return -EINVAL;
+    return 0;
+}
+
+char *cl_key_format(const char *prefix, const struct cl_key *k)
+{
+    char *key = NULL;
+    int n = k->type < 0 ? asprintf(&key, "%s/hosts/%s/info", prefix, k->node)
+                        : asprintf(&key, "%s/hosts/%s/%s/%s", prefix, k->node,
+                                   reg_type_names[k->type], k->plugin);
+    return n < 0 ? NULL : key;
+}
+
+int cl_value_format(const struct cl_record *r, char **out)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return -ENOMEM;
+    for (int i = 0; i < CL_NFIELDS; i++)
+        if (r->field[i])
+            fprintf(f, "%s %s\n", cl_field_names[i], r->field[i]);
+    if (fclose(f) != 0) {
+        free(buf);
+        return -ENOMEM;
+    }
+    *out = buf;
     return 0;
 }
 

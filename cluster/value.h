@@ -31,6 +31,9 @@ struct cl_key {
 /* Parse a key under prefix: 0, or -EINVAL (not one of the two shapes, a
  * bad name, an unknown type). */
 int cl_key_parse(const char *prefix, const void *key, size_t len, struct cl_key *k);
+/* The key of k under prefix (the info key when k->type is -1), malloc'd;
+ * NULL on ENOMEM. */
+char *cl_key_format(const char *prefix, const struct cl_key *k);
 
 /* Fields of a plugin's value; field[i] NULL when absent. */
 struct cl_record {
@@ -40,5 +43,8 @@ struct cl_record {
  * a bad field value) with r cleared; -ENOMEM. */
 int cl_value_parse(const void *v, size_t len, struct cl_record *r);
 void cl_record_clear(struct cl_record *r);
+/* The value of r's present fields, "<name> <value>\n" in field order,
+ * malloc'd into *out: 0 or -ENOMEM. */
+int cl_value_format(const struct cl_record *r, char **out);
 
 #endif

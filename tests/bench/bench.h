@@ -13,7 +13,10 @@
  * bare.c     the bare gRPC core baselines (run in a child process)
  * ring.c     failover, events_replay
  * kubelet.c  kubelet_register
+ * cluster.c  cluster_propagate, cluster_writes, cluster_isolation (a real
+ *            3-member etcd); cluster_scale.c cluster_view_scale
  * scale.c    restart_100k, memory_100k (a 1,000 x 100 tree)
+ * takeover.c takeover, upgrade (the tree, under the test fd store)
  * floorfs.c  the floor of the tree rows (a program of its own: build/floorfs)
  * counts.c   --requests: FUSE requests per workload (in-process mount)
  *
@@ -58,7 +61,9 @@ enum row {
     R_REGISTER_SERIAL, R_REGISTER_PARALLEL, R_REGISTER_BURST, R_PROBE_FANOUT, R_PROBE_SPREAD,
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
-    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER, R_NROWS
+    R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER,
+    R_CLUSTER_PROPAGATE, R_CLUSTER_WRITES, R_CLUSTER_VIEW_SCALE, R_CLUSTER_ISOLATION,
+    R_TAKEOVER, R_UPGRADE, R_NROWS
 };
 
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
@@ -83,6 +88,9 @@ void sleep_s(double s);
 long proc_rss_kib(pid_t pid);            /* VmRSS, -1 on error */
 long proc_rss_anon_kib(pid_t pid);       /* RssAnon (no file pages), -1 on error */
 double proc_cpu_s(pid_t pid);            /* utime + stime, -1 on error */
+/* Time its threads (those alive now) spent runnable but waiting for a CPU
+ * (/proc/PID/task/T/schedstat), -1 on error. */
+double proc_runq_wait_s(pid_t pid);
 /* The machine's CPU time so far, all CPUs (/proc/stat): busy (user, nice,
  * system, irq, softirq) and stolen by the hypervisor; 0 or -errno. */
 int sys_cpu_steal(double *busy_s, double *steal_s);
@@ -141,6 +149,12 @@ ssize_t readf(struct tf *t, char *buf, size_t len, const char *fmt, ...)
  * reads want and a newline, for every i; true when all did within timeout_s. */
 bool wait_files(struct tf *t, const char *fmt, int n, const char *want, double timeout_s)
     __attribute__((format(printf, 2, 0)));
+/* The time stamp (ms, CLOCK_REALTIME) of the next line of a csifs `events`
+ * file holding needle, read from fd (O_NONBLOCK) within timeout_ms; -1
+ * when none came. Forgets what was read. */
+int64_t event_time(int fd, const char *needle, int timeout_ms);
+/* Names readdir lists in dir, . and .. left out (-1: cannot open it). */
+int dir_entries(const char *dir);
 /* Print a progress line to stderr ("bench: ..."). */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -165,6 +179,11 @@ double cat_pass(const char *path);
  * the start until a readdir of csi-node lists `plugins` plugins, or NAN. */
 double restart_until_listed(struct tf *t, int plugins);
 
+/* cycles of register_serial's (register.c) on the mount of on, plugin
+ * csi-node/<plugin> (made already), `socket` links pointing at to:
+ * cycles/s, or NAN when one failed. */
+double register_serial_on(struct tf *on, const char *plugin, const char *to, int cycles);
+
 /* ---- groups ---- */
 void bench_tree(void);        /* tree.c */
 void bench_register(void);    /* register.c */
@@ -172,10 +191,18 @@ void bench_probe(void);       /* probe.c */
 void bench_ring(void);        /* ring.c */
 void bench_scale(void);       /* scale.c */
 void bench_kubelet(void);     /* kubelet.c */
+void bench_takeover(void);    /* takeover.c */
+void bench_cluster(void);     /* cluster.c */
+/* SIGCONT and SIGKILL the cluster group's etcd members (async-signal-safe:
+ * the driver's signal handler). */
+void bench_cluster_kill(void);
+struct te;
+void cluster_scale(struct te *e);   /* cluster_scale.c, on bench_cluster's etcd */
 int bench_requests(void);     /* counts.c */
 
 /* ---- child modes (bare.c, ring.c), run as `csifs-bench --child ...` ---- */
 int bare_main(int argc, char **argv);
 int readlinker_main(int argc, char **argv);
+int cluster_fill_main(int argc, char **argv);   /* cluster-fill URL PREFIX HOSTS PLUGINS */
 
 #endif

@@ -48,41 +48,6 @@ static int64_t sock_event(int in, uint32_t mask, int timeout_ms)
     return -1;
 }
 
-/* The events read so far (the fd is O_NONBLOCK). */
-static char evbuf[1 << 20];
-static size_t evlen;
-
-/* The time stamp (ms) of the event line holding needle, read from fd
- * within timeout_ms; -1 when none came. Forgets what was read. */
-static int64_t event_time(int fd, const char *needle, int timeout_ms)
-{
-    int64_t end = wall_ms() + timeout_ms;
-    const char *line = NULL;
-    while (!(line = strstr(evbuf, needle)) && wall_ms() < end) {
-        if (evlen + 1 >= sizeof(evbuf))
-            evlen = 0;               /* only the newest lines matter */
-        ssize_t n = read(fd, evbuf + evlen, sizeof(evbuf) - 1 - evlen);
-        if (n > 0)
-            evbuf[evlen += (size_t)n] = '\0';
-        else
-            sleep_s(0.001);
-    }
-    int64_t ms = -1;
-    while (line && line > evbuf && line[-1] != '\n')
-        line--;
-    struct tm tm = { 0 };
-    int milli;
-    if (line && sscanf(line, "%*u %d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                       &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &milli) == 7) {
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        ms = (int64_t)timegm(&tm) * 1000 + milli;
-    }
-    evlen = 0;
-    evbuf[0] = '\0';
-    return ms;
-}
-
 /* One registration k<i>: ms from healthy to the socket, or NAN. */
 static double one(struct tf *t, int in, int evfd, int i, const char *sock)
 {

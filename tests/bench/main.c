@@ -2,7 +2,7 @@
  *
  *   csifs-bench [--quick] [--json PATH] [--only ROW]   the benchmark
  *   csifs-bench --requests                             FUSE requests per workload
- *   csifs-bench --child bare|readlinker ...            helpers it runs itself
+ *   csifs-bench --child bare|readlinker|cluster-fill ... helpers it runs itself
  *   csifs-bench --child stat PATH N                    N stat()s of PATH (to profile)
  */
 #include "tests/bench/bench.h"
@@ -51,6 +51,7 @@ static void raise_nofile(void)
 static void on_signal(int sig)
 {
     tp_kill_all();
+    bench_cluster_kill();
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -62,6 +63,8 @@ int main(int argc, char **argv)
             return bare_main(argc - 3, argv + 3);
         if (!strcmp(argv[2], "readlinker"))
             return readlinker_main(argc - 3, argv + 3);
+        if (!strcmp(argv[2], "cluster-fill"))
+            return cluster_fill_main(argc - 3, argv + 3);
         if (!strcmp(argv[2], "stat") && argc == 5) {     /* for perf: stat PATH N */
             cfg.stats = atoi(argv[4]);
             return stat_pass(argv[3]) > 0 ? 0 : 1;
@@ -100,6 +103,8 @@ int main(int argc, char **argv)
     bench_probe();
     bench_scale();
     bench_kubelet();
+    bench_takeover();
+    bench_cluster();
     bench_report(json, now_s() - t0);
     return 0;
 }

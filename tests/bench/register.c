@@ -62,6 +62,7 @@ static double lmdb_commits(const char *dir, int n)
 struct writer {
     const char *root;          /* the mount */
     const char *plugin;
+    const char *target;        /* what `socket` points at */
     int cycles;
     pthread_barrier_t *go;
     int failed;
@@ -76,7 +77,7 @@ static void *write_cycles(void *arg)
     for (int k = 0; k < w->cycles; k++) {
         snprintf(inst, sizeof(inst), "%s/csi-node/%s/a%d", w->root, w->plugin, k);
         snprintf(sock, sizeof(sock), "%s/socket", inst);
-        if (mkdir(inst, 0755) < 0 || symlink(target, sock) < 0 || rmdir(inst) < 0)
+        if (mkdir(inst, 0755) < 0 || symlink(w->target, sock) < 0 || rmdir(inst) < 0)
             if (!w->failed++)
                 say("register %s: %s", inst, strerror(errno));
     }
@@ -123,12 +124,19 @@ static double floor_serial(void)
     pid_t pid = floor_start(mnt, src, state);
     if (pid < 0)
         return NAN;
-    struct writer w = { mnt, "serial", cfg.reg_cycles, NULL, 0 };
+    struct tf floor = { .mnt = mnt };
+    double v = register_serial_on(&floor, "serial", target, cfg.reg_cycles);
+    floor_stop(pid, mnt);
+    return v;
+}
+
+double register_serial_on(struct tf *on, const char *plugin, const char *to, int cycles)
+{
+    struct writer w = { on->mnt, plugin, to, cycles, NULL, 0 };
     double t0 = now_s();
     write_cycles(&w);
     double dt = now_s() - t0;
-    floor_stop(pid, mnt);
-    return w.failed ? NAN : cfg.reg_cycles / dt;
+    return w.failed ? NAN : cycles / dt;
 }
 
 /* The value of an unlabelled sample in csifs's `metrics` file, or NAN. */
@@ -150,20 +158,17 @@ static double metric(const char *name)
  * a cycle) the commit itself took, csifs's own commit histogram. */
 static double serial(void)
 {
-    struct writer w = { t.mnt, "serial", cfg.reg_cycles, NULL, 0 };
     uint64_t before = last_txnid(t.state);
     double s0 = metric("csifs_store_commit_duration_seconds_sum");
     double n0 = metric("csifs_store_commit_duration_seconds_count");
-    double t0 = now_s();
-    write_cycles(&w);
-    double dt = now_s() - t0;
+    double v = register_serial_on(&t, "serial", target, cfg.reg_cycles);
     note_commits(R_REGISTER_SERIAL, before, cfg.reg_cycles);
     double ds = metric("csifs_store_commit_duration_seconds_sum") - s0;
     double dn = metric("csifs_store_commit_duration_seconds_count") - n0;
-    if (dn > 0)
+    if (dn > 0 && v > 0)
         bench_note(R_REGISTER_SERIAL, "a commit %.0f us of %.0f us an operation", ds / dn * 1e6,
-                   dt / cfg.reg_cycles / 3 * 1e6);
-    return cfg.reg_cycles / dt;
+                   1e6 / v / 3);
+    return v;
 }
 
 /* cfg.par_writers writers on plugins w0, w1...: cycles/s over all. */
@@ -177,7 +182,7 @@ static double parallel(void)
     pthread_barrier_init(&go, NULL, (unsigned)n + 1);
     for (int k = 0; k < n; k++) {
         snprintf(names[k], sizeof(names[k]), "w%d", k);
-        w[k] = (struct writer){ t.mnt, names[k], cfg.par_cycles, &go, 0 };
+        w[k] = (struct writer){ t.mnt, names[k], target, cfg.par_cycles, &go, 0 };
         pthread_create(&th[k], NULL, write_cycles, &w[k]);
     }
     uint64_t before = last_txnid(t.state);

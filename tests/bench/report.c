@@ -44,6 +44,18 @@ static const struct row_def rows[R_NROWS] = {
                            NULL, "ms", '<', 20.0),
     [R_KUBELET_REGISTER] = ROW("kubelet_register", "-o kubelet_dir=: plugin healthy to its "
                                "registration socket's appearance", NULL, "ms", '<', 100.0),
+    [R_CLUSTER_PROPAGATE] = ROW("cluster_propagate", "etcd: a health change on one host to its "
+                                "visibility in another's cluster view (p99)", NULL, "ms", '<',
+                                50.0),
+    [R_CLUSTER_WRITES] = ROW("cluster_writes", "etcd write transactions per health change "
+                             "(raft proposals committed)", NULL, "txns", '<', 1.0),
+    [R_CLUSTER_VIEW_SCALE] = { .name = "cluster_view_scale",
+                               .workload = "1,000 hosts x 5 plugins in etcd: csifs start to the "
+                                           "full view, RssAnon growth",
+                               .unit = "ms", .op = '<', .goal = 2000.0,
+                               .unit2 = "MiB", .op2 = '<', .goal2 = 40.0 },
+    [R_CLUSTER_ISOLATION] = ROW("cluster_isolation", "register_serial on a publishing host, "
+                                "etcd SIGSTOPped", "etcd running", "cycles/s", '>', 0.95),
     [R_REGISTER_SERIAL] = ROW("register_serial", "1 writer: mkdir + socket symlink + rmdir, durable",
                               "durable floorfs", "cycles/s", '>', 0.9),
     [R_REGISTER_PARALLEL] = ROW("register_parallel", "8 writers on different plugins, durable",
@@ -78,6 +90,10 @@ static const struct row_def rows[R_NROWS] = {
                             "cat of the same lines in a tmpfs file", "lines/s", '>', 0.8),
     [R_RESTART_100K] = ROW("restart_100k", "csifs start to listing all 1,000 plugins, "
                            "100,000 instances persisted", NULL, "ms", '<', 300.0),
+    [R_TAKEOVER] = ROW("takeover", "SIGKILL of csifs to the first request its successor answers "
+                       "(the tree, test fd store)", NULL, "ms", '<', 100.0),
+    [R_UPGRADE] = ROW("upgrade", "the longest stat() of a stat loop across a SIGUSR2 "
+                      "(the tree, test fd store)", NULL, "ms", '<', 100.0),
     [R_MEMORY_100K] = ROW("memory_100k", "RssAnon growth per instance, 100,000 instances "
                           "restored (no sockets)", NULL, "KiB", '<', 0.4),
 };

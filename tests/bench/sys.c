@@ -3,6 +3,7 @@
 #include "tests/lib/testutil.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -38,6 +39,17 @@ void sleep_s(double s)
     struct timespec ts = { .tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
         ;
+}
+
+int dir_entries(const char *dir)
+{
+    struct dirent **v;
+    int n = scandir(dir, &v, NULL, NULL);    /* . and .. included */
+    for (int k = 0; k < n; k++)
+        free(v[k]);
+    if (n >= 0)
+        free(v);
+    return n < 0 ? -1 : n - 2;
 }
 
 void say(const char *fmt, ...)
@@ -97,6 +109,29 @@ double proc_cpu_s(pid_t pid)
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double proc_runq_wait_s(pid_t pid)
+{
+    char dir[64], path[400], buf[128];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    double wait = 0;
+    unsigned long long run, w;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/schedstat", dir, e->d_name);
+        FILE *f = fopen(path, "re");
+        if (f && fgets(buf, sizeof(buf), f) && sscanf(buf, "%llu %llu", &run, &w) == 2)
+            wait += (double)w / 1e9;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return wait;
 }
 
 int sys_cpu_steal(double *busy_s, double *steal_s)
@@ -382,4 +417,39 @@ double run_value(const char *const *argv)
 {
     double v;
     return run_values(argv, &v, 1) == 1 ? v : NAN;
+}
+
+/* The events read so far (the fd is O_NONBLOCK). */
+static char evbuf[1 << 20];
+static size_t evlen;
+
+/* The time stamp (ms) of the event line holding needle, read from fd
+ * within timeout_ms; -1 when none came. Forgets what was read. */
+int64_t event_time(int fd, const char *needle, int timeout_ms)
+{
+    int64_t end = wall_ms() + timeout_ms;
+    const char *line = NULL;
+    while (!(line = strstr(evbuf, needle)) && wall_ms() < end) {
+        if (evlen + 1 >= sizeof(evbuf))
+            evlen = 0;               /* only the newest lines matter */
+        ssize_t n = read(fd, evbuf + evlen, sizeof(evbuf) - 1 - evlen);
+        if (n > 0)
+            evbuf[evlen += (size_t)n] = '\0';
+        else
+            sleep_s(0.001);
+    }
+    int64_t ms = -1;
+    while (line && line > evbuf && line[-1] != '\n')
+        line--;
+    struct tm tm = { 0 };
+    int milli;
+    if (line && sscanf(line, "%*u %d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                       &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &milli) == 7) {
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        ms = (int64_t)timegm(&tm) * 1000 + milli;
+    }
+    evlen = 0;
+    evbuf[0] = '\0';
+    return ms;
 }

@@ -16,7 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-volatile sig_atomic_t plug_stop;
+volatile sig_atomic_t plug_stop, plug_ready_flipped;
 
 static const char usage[] =
     "usage: csi-test-plugin --socket PATH [options]\n"
@@ -46,6 +46,7 @@ static const char usage[] =
     "  --not-ready            answer ready = false\n"
     "  --not-ready-for MS     answer ready = false for MS ms after start\n"
     "  --ready-absent         answer without the ready field\n"
+    "  --ready-toggle         SIGHUP turns the ready answer over (true <-> false)\n"
     "Faults, for every CSI method (or only METHOD with --only):\n"
     "  --hang                 never answer\n"
     "  --delay MS             answer after MS ms\n"
@@ -120,7 +121,7 @@ static void default_cap(struct plug_cfg *cfg, const bool *set, enum plug_cap kin
 
 enum { O_SOCKET = 256, O_SOCKETS, O_TYPE, O_NAME, O_VERSION, O_NODE_ID, O_MAX_VOLUMES,
        O_TOPOLOGY, O_PLUGIN_CAP, O_EXPANSION_CAP, O_NODE_CAP, O_CONTROLLER_CAP, O_NOT_READY,
-       O_NOT_READY_FOR, O_READY_ABSENT, O_HANG, O_DELAY, O_ERROR, O_EXIT_ON_CALL, O_ONLY,
+       O_NOT_READY_FOR, O_READY_ABSENT, O_READY_TOGGLE, O_HANG, O_DELAY, O_ERROR, O_EXIT_ON_CALL, O_ONLY,
        O_BLACKHOLE, O_GARBAGE, O_NODE_ID_SIZE, O_TOPOLOGY_SEP, O_SIGNALS, O_HELP };
 
 static const struct option options[] = {
@@ -136,7 +137,8 @@ static const struct option options[] = {
     { "controller-cap", required_argument, 0, O_CONTROLLER_CAP },
     { "not-ready", no_argument, 0, O_NOT_READY },
     { "not-ready-for", required_argument, 0, O_NOT_READY_FOR },
-    { "ready-absent", no_argument, 0, O_READY_ABSENT }, { "hang", no_argument, 0, O_HANG },
+    { "ready-absent", no_argument, 0, O_READY_ABSENT },
+    { "ready-toggle", no_argument, 0, O_READY_TOGGLE }, { "hang", no_argument, 0, O_HANG },
     { "delay", required_argument, 0, O_DELAY }, { "error", required_argument, 0, O_ERROR },
     { "exit-on-call", required_argument, 0, O_EXIT_ON_CALL },
     { "only", required_argument, 0, O_ONLY }, { "blackhole", no_argument, 0, O_BLACKHOLE },
@@ -218,6 +220,7 @@ static void parse_args(int argc, char **argv, struct plug_cfg *cfg)
         case O_NOT_READY: cfg->ready = PLUG_READY_FALSE; break;
         case O_NOT_READY_FOR: cfg->not_ready_for_ms = parse_int(optarg, "bad --not-ready-for", 0); break;
         case O_READY_ABSENT: cfg->ready = PLUG_READY_ABSENT; break;
+        case O_READY_TOGGLE: cfg->ready_toggle = true; break;
         case O_HANG: cfg->hang = true; break;
         case O_DELAY: cfg->delay_ms = parse_int(optarg, "bad --delay", 0); break;
         case O_ERROR: parse_error(cfg, optarg); break;
@@ -312,8 +315,10 @@ void plug_announce(const struct plug_cfg *cfg)
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    plug_stop = 1;
+    if (sig == SIGHUP)
+        plug_ready_flipped = !plug_ready_flipped;
+    else
+        plug_stop = 1;
 }
 
 int main(int argc, char **argv)
@@ -334,6 +339,7 @@ int main(int argc, char **argv)
     struct sigaction sa = { .sa_handler = on_signal };
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+        (cfg.ready_toggle && sigaction(SIGHUP, &sa, NULL) != 0) ||
         signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
         perror("csi-test-plugin: sigaction");
         return 1;

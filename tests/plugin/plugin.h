@@ -37,6 +37,7 @@ struct plug_cfg {
     /* faults, for the calls of method `only` (every CSI method when -1) */
     enum plug_ready ready;
     int64_t not_ready_for_ms;      /* Probe answers not ready until then */
+    bool ready_toggle;             /* SIGHUP flips plug_ready_flipped */
     bool hang;
     int64_t delay_ms;
     int error_code;                /* -1: none */
@@ -49,6 +50,9 @@ struct plug_cfg {
 
 /* Set by SIGTERM/SIGINT: shut down cleanly (the socket files are removed). */
 extern volatile sig_atomic_t plug_stop;
+/* --ready-toggle: flipped by each SIGHUP; Probe's ready answer is turned
+ * over while it is set. */
+extern volatile sig_atomic_t plug_ready_flipped;
 
 /* Serve cfg->sockets with gRPC until plug_stop. 0 or -1 (reported). */
 int plug_serve_grpc(const struct plug_cfg *cfg);
