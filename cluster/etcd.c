@@ -1,10 +1,10 @@
 /* etcd: the client, its channels and the unary calls (see etcd.h). */
 #include "cluster/etcd_int.h"
+#include "base/pb.h"
 #include "csi/client.h"
 
 #include <errno.h>
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <stdio.h>
@@ -60,29 +60,6 @@ int etcd_current(struct etcd_client *c)
     int i = c->cur;
     pthread_mutex_unlock(&c->mu);
     return i;
-}
-
-grpc_byte_buffer *etcd_pack(const ProtobufCMessage *msg)
-{
-    size_t len = protobuf_c_message_get_packed_size(msg);
-    grpc_slice sl = grpc_slice_malloc(len);
-    protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(sl));
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
-    grpc_slice_unref(sl);
-    return bb;
-}
-
-ProtobufCMessage *etcd_unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb)
-{
-    grpc_byte_buffer_reader rd;
-    if (!bb || !grpc_byte_buffer_reader_init(&rd, bb))
-        return NULL;
-    grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
-    grpc_byte_buffer_reader_destroy(&rd);
-    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(all),
-                                                    GRPC_SLICE_START_PTR(all));
-    grpc_slice_unref(all);
-    return m;
 }
 
 gpr_timespec etcd_deadline(int ms)
@@ -283,7 +260,7 @@ static int unary_once(struct etcd_client *c, int idx, const char *path, const Pr
     grpc_call *call = grpc_channel_create_call(c->ep[idx].ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                                grpc_slice_from_static_string(path), NULL,
                                                etcd_deadline(ETCD_DEADLINE_MS), NULL);
-    grpc_byte_buffer *send = etcd_pack(rq);
+    grpc_byte_buffer *send = pb_pack(rq);
     grpc_metadata_array head, trail;
     grpc_metadata_array_init(&head);
     grpc_metadata_array_init(&trail);
@@ -359,7 +336,7 @@ static int unary(struct etcd_client *c, const char *path, const ProtobufCMessage
         pthread_mutex_unlock(&c->mu);
         if (err)
             return err;
-        *out = etcd_unpack(d, reply);
+        *out = pb_unpack(d, reply);
         grpc_byte_buffer_destroy(reply);
         if (!*out) {
             etcd_set_error(c, idx, "undecodable reply");

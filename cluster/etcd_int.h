@@ -28,10 +28,6 @@ int etcd_status_errno(grpc_status_code st);
 void etcd_set_error(struct etcd_client *c, int idx, const char *what);
 /* The current endpoint's index. */
 int etcd_current(struct etcd_client *c);
-/* Pack msg into a new byte buffer (NULL on ENOMEM). */
-grpc_byte_buffer *etcd_pack(const ProtobufCMessage *msg);
-/* Unpack a reply of descriptor d; NULL when undecodable. */
-ProtobufCMessage *etcd_unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb);
 /* A deadline ms from now. */
 gpr_timespec etcd_deadline(int ms);
 

@@ -3,6 +3,7 @@
  * that sends and receives on it, so it makes I/O progress while that
  * thread waits in etcd_stream_recv. */
 #include "cluster/etcd_int.h"
+#include "base/pb.h"
 #include "csi/client.h"
 
 #include <errno.h>
@@ -131,7 +132,7 @@ int etcd_stream_send(struct etcd_stream *s, const ProtobufCMessage *msg)
 {
     if (s->ended)
         return -EPIPE;
-    s->send = etcd_pack(msg);
+    s->send = pb_pack(msg);
     if (!s->send)
         return -ENOMEM;
     grpc_op op;
@@ -181,7 +182,7 @@ int etcd_stream_recv(struct etcd_stream *s, int timeout_ms, ProtobufCMessage **o
     if (s->recv_posted) {
         s->recv_posted = false;
         if (s->recv) {
-            *out = etcd_unpack(kinds[s->kind].reply, s->recv);
+            *out = pb_unpack(kinds[s->kind].reply, s->recv);
             grpc_byte_buffer_destroy(s->recv);
             s->recv = NULL;
             if (*out)

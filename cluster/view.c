@@ -225,6 +225,19 @@ static struct vplugin *plugin_of(struct cl_view *v, const struct cl_key *k)
     return p;
 }
 
+/* p, left with no node, goes. */
+static void drop_plugin_if_empty(struct cl_view *v, struct vplugin *p)
+{
+    if (p->n)
+        return;
+    struct vlist *l = &v->types[p->h.o.type];
+    note(v, CL_VC_PLUGIN_DEL, &p->h, 0);
+    remove_at((void **)l->p, &l->n, &p->h);
+    unlink_obj(v, &p->h);
+    free(p->nodes);
+    free(p);
+}
+
 void cl_view_put(struct cl_view *v, const struct cl_key *k, struct cl_record *rec)
 {
     struct vnode *n = (struct vnode *)by_name(v, CL_VO_NODE, k->type, k->plugin, k->node);
@@ -252,6 +265,8 @@ void cl_view_put(struct cl_view *v, const struct cl_key *k, struct cl_record *re
         n = NULL;
     }
     if (!n) {
+        if (p)                          /* made for this node: no empty plugin stays */
+            drop_plugin_if_empty(v, p);
         cl_record_clear(rec);           /* out of memory: the next sync tries again */
         return;
     }
@@ -280,14 +295,7 @@ static void drop_node(struct cl_view *v, struct vnode *n)
     cl_record_clear(&n->rec);
     free(n);
     v->n_nodes--;
-    if (p->n)
-        return;
-    struct vlist *l = &v->types[p->h.o.type];
-    note(v, CL_VC_PLUGIN_DEL, &p->h, 0);
-    remove_at((void **)l->p, &l->n, &p->h);
-    unlink_obj(v, &p->h);
-    free(p->nodes);
-    free(p);
+    drop_plugin_if_empty(v, p);
 }
 
 void cl_view_del(struct cl_view *v, const struct cl_key *k)

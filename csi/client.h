@@ -49,6 +49,8 @@ struct csi_result {
     bool ok;               /* status OK and the reply decoded */
     int status;            /* gRPC status code (grpc_status_code) */
     char *reason;          /* !ok: one short line, see csi_reason() */
+    int dial_err;          /* !ok for want of a connection: connect()'s errno
+                              (reason "connect: <its text>"), else 0 */
     int64_t latency_us;    /* start of the call to its completion */
     bool ready;            /* Probe: ready; true when the plugin left it absent */
     char *name;            /* GetPluginInfo */

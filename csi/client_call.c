@@ -35,6 +35,7 @@ static void call_result(struct call *k, int success, struct csi_result *res)
     res->status = success ? k->status : GRPC_STATUS_UNKNOWN;
     if (res->status != GRPC_STATUS_OK && k->dial_err) {
         char buf[128];
+        res->dial_err = k->dial_err;
         if (asprintf(&res->reason, "connect: %s", strerror_r(k->dial_err, buf, sizeof(buf))) < 0)
             res->reason = NULL;
         return;

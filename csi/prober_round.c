@@ -143,20 +143,16 @@ static void schedule_next(struct csi_prober *p, struct pinst *pi, enum reg_healt
 /* A dial that hit the open-file limit (csifs raised it to the hard limit at
  * start): one warning for the daemon's life, not one per instance past it;
  * each instance's reason says it. */
-static void fd_limit_check(struct csi_prober *p, const char *reason)
+static void fd_limit_check(struct csi_prober *p, int dial_err, const char *reason)
 {
-    char emfile[160], buf[128];
-    if (p->fd_limit_warned || !reason || strncmp(reason, "connect: ", 9))
-        return;
-    snprintf(emfile, sizeof(emfile), "connect: %s", strerror_r(EMFILE, buf, sizeof(buf)));
-    if (strcmp(reason, emfile))
+    if (p->fd_limit_warned || dial_err != EMFILE)
         return;
     struct rlimit rl = { 0 };
     getrlimit(RLIMIT_NOFILE, &rl);
     p->fd_limit_warned = true;
     pr_log(p, LOG_WARNING, "the open-file limit (%llu) is reached: instances past it read "
            "\"%s\" (raise LimitNOFILE= or ulimit -n; logged once)",
-           (unsigned long long)rl.rlim_cur, emfile);
+           (unsigned long long)rl.rlim_cur, reason);
 }
 
 /* The round is over: record it, then schedule the next one. */
@@ -170,8 +166,6 @@ static enum pr_verdict finish(struct csi_prober *p, struct pinst *pi, enum reg_o
     struct reg_probe pr = { .gen = pi->gen, .outcome = outcome, .reason = reason,
                             .latency_us = pi->latency_us };
     cnt_hist_observe(&cnt.probe[pi->type], pi->latency_us);
-    if (outcome == REG_PROBE_ERROR)
-        fd_limit_check(p, reason);
     pid_t pid = 0;
     if (outcome == REG_PROBE_OK && pi->fp) {
         pid = csi_chan_peer_pid(pi->ch);   /* who listened when it dialled */
@@ -203,6 +197,7 @@ static enum pr_verdict dial_failed(struct csi_prober *p, struct pinst *pi, int e
 {
     char reason[160], buf[128];
     snprintf(reason, sizeof(reason), "connect: %s", strerror_r(e, buf, sizeof(buf)));
+    fd_limit_check(p, e, reason);
     return finish(p, pi, REG_PROBE_ERROR, reason);
 }
 
@@ -212,9 +207,9 @@ static enum pr_verdict dial_failed(struct csi_prober *p, struct pinst *pi, int e
 static enum pr_verdict failed_call(struct csi_prober *p, struct pinst *pi,
                                    const struct csi_result *res)
 {
-    bool dialled = res->reason && !strncmp(res->reason, "connect: ", 9);
-    int e = res->status == GRPC_STATUS_UNAVAILABLE && !dialled ? csi_dial_check(pi->path, NULL)
-                                                               : 0;
+    int e = res->dial_err;
+    if (!e && res->status == GRPC_STATUS_UNAVAILABLE)
+        e = csi_dial_check(pi->path, NULL);
     return e ? dial_failed(p, pi, e) : finish(p, pi, REG_PROBE_ERROR, res->reason);
 }
 

@@ -64,6 +64,7 @@ struct kubelet {
     struct kentry *e;
     size_t n, cap;
     bool stop, any_dirty;
+    bool listed;                     /* every plugin there was at start is marked */
     int live;                        /* servers not yet destroyed (mu) */
     int efd;                         /* eventfd: wakes the worker */
     pthread_t worker, cq_thread;
@@ -81,6 +82,8 @@ struct kubelet {
 struct kentry *kub_find(struct kubelet *k, const char *plugin);
 /* Mark plugin for the worker (adding its entry) and wake it; k->mu held. */
 void kub_mark(struct kubelet *k, const char *plugin);
+/* Wake the worker. */
+void kub_wake(struct kubelet *k);
 /* A `kubelet` event and a log line for plugin's new verdict; no lock held. */
 void kub_report(struct kubelet *k, const char *plugin, const char *verdict);
 /* The worker thread (worker.c). */

@@ -41,6 +41,11 @@ void kub_mark(struct kubelet *k, const char *plugin)
         snprintf(e->plugin, sizeof(e->plugin), "%s", plugin);
     }
     e->dirty = k->any_dirty = true;
+    kub_wake(k);
+}
+
+void kub_wake(struct kubelet *k)
+{
     uint64_t one = 1;                /* an eventfd write does not wait */
     if (write(k->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         csifs_log(LOG_ERR, "kubelet: cannot wake the worker: %s", strerror(errno));
@@ -143,16 +148,23 @@ int kubelet_start(struct kubelet **out, const struct kubelet_opts *o, char *err,
     if (rc == 0)
         k->have_cq = (rc = pthread_create(&k->cq_thread, NULL, ks_cq_main, k)) == 0;
     if (rc == 0)
-        rc = -reg_subscribe(k->reg, on_change, k);
-    if (rc == 0)                     /* what is there now; the subscriber the rest */
-        rc = -reg_list(k->reg, REG_NODE, 0, 0, mark_listed, k);
-    if (rc == 0)
         k->have_worker = (rc = pthread_create(&k->worker, NULL, kub_worker, k)) == 0;
+    /* The last step that may fail: the registry has no unsubscribe, so a
+     * subscribed k is never freed before the registry stops changing. */
+    if (rc == 0)
+        rc = -reg_subscribe(k->reg, on_change, k);
     if (rc) {
         snprintf(err, errlen, "kubelet: cannot start: %s", strerror(rc));
         kubelet_stop(k);
         return -rc;
     }
+    /* what is there now (every node plugin: it cannot fail); the subscriber
+     * the rest */
+    reg_list(k->reg, REG_NODE, 0, 0, mark_listed, k);
+    pthread_mutex_lock(&k->mu);
+    k->listed = true;
+    kub_wake(k);
+    pthread_mutex_unlock(&k->mu);
     *out = k;
     return 0;
 }
@@ -164,9 +176,8 @@ static void stop(struct kubelet *k, bool keep, struct tk_named **out, size_t *n)
     k->stop = true;
     k->keep = keep;
     pthread_mutex_unlock(&k->mu);
-    uint64_t one = 1;
-    if (k->efd >= 0 && write(k->efd, &one, sizeof(one)) < 0)
-        csifs_log(LOG_ERR, "kubelet: cannot wake the worker: %s", strerror(errno));
+    if (k->efd >= 0)
+        kub_wake(k);
     if (k->have_worker)              /* it alone made servers; it closed them */
         pthread_join(k->worker, NULL);
     if (keep) {

@@ -3,10 +3,9 @@
  * ours (sock.c): each accepted connection is handed to the server. */
 #include "kubelet/internal.h"
 #include "base/log.h"
+#include "base/pb.h"
 #include "proto/pluginregistration.pb-c.h"
 
-#include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
@@ -73,20 +72,6 @@ static int post(struct ksrv *s)
     return 0;
 }
 
-static grpc_byte_buffer *buffer_of(const ProtobufCMessage *m)
-{
-    size_t n = protobuf_c_message_get_packed_size(m);
-    uint8_t *b = malloc(n ? n : 1);
-    if (!b)
-        return NULL;
-    protobuf_c_message_pack(m, b);
-    grpc_slice sl = grpc_slice_from_copied_buffer((const char *)b, n);
-    free(b);
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
-    grpc_slice_unref(sl);
-    return bb;
-}
-
 static grpc_byte_buffer *get_info(struct ksrv *s)
 {
     Pluginregistration__PluginInfo pi = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
@@ -96,21 +81,14 @@ static grpc_byte_buffer *get_info(struct ksrv *s)
     pi.endpoint = s->endpoint;
     pi.n_supported_versions = 1;
     pi.supported_versions = versions;
-    return buffer_of(&pi.base);
+    return pb_pack(&pi.base);
 }
 
 /* The message received, decoded as a RegistrationStatus: recorded. */
 static grpc_byte_buffer *notify(struct ksrv *s, grpc_byte_buffer *recv, grpc_status_code *code)
 {
-    grpc_byte_buffer_reader rd;
-    Pluginregistration__RegistrationStatus *st = NULL;
-    if (recv && grpc_byte_buffer_reader_init(&rd, recv)) {
-        grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
-        grpc_byte_buffer_reader_destroy(&rd);
-        st = pluginregistration__registration_status__unpack(
-            NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
-        grpc_slice_unref(all);
-    }
+    Pluginregistration__RegistrationStatus *st = (Pluginregistration__RegistrationStatus *)
+        pb_unpack(&pluginregistration__registration_status__descriptor, recv);
     if (!st) {
         *code = GRPC_STATUS_INVALID_ARGUMENT;
         return NULL;
@@ -119,7 +97,7 @@ static grpc_byte_buffer *notify(struct ksrv *s, grpc_byte_buffer *recv, grpc_sta
     pluginregistration__registration_status__free_unpacked(st, NULL);
     Pluginregistration__RegistrationStatusResponse r =
         PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
-    return buffer_of(&r.base);
+    return pb_pack(&r.base);
 }
 
 static const char get_info_path[] = "/pluginregistration.Registration/GetInfo";

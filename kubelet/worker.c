@@ -147,7 +147,7 @@ void *kub_worker(void *arg)
     size_t room = 0;
     for (;;) {
         pthread_mutex_lock(&k->mu);
-        bool stop = k->stop;
+        bool stop = k->stop, listed = k->listed;
         size_t nd = 0;
         char (*dirty)[REG_NAME_MAX + 1] = stop ? NULL : take_dirty(k, &nd);
         pthread_mutex_unlock(&k->mu);
@@ -156,7 +156,7 @@ void *kub_worker(void *arg)
         for (size_t i = 0; i < nd; i++)
             update(k, dirty[i]);
         free(dirty);
-        if (k->ninh)                 /* the first pass took every plugin there is */
+        if (listed && k->ninh)       /* this pass took every plugin there was */
             ks_handed_rest(k, false);
         /* the servers now: only this thread closes them */
         pthread_mutex_lock(&k->mu);

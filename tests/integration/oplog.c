@@ -15,6 +15,21 @@ PU_SUITE(oplog, "oplog", 120)
 
 static char logf[512];
 
+/* Spawn csifs with -o opts and log_file= csifs.log in the test's temp dir
+ * (logf; removed with the dir by the suite's .fini, whatever the outcome):
+ * the whole -o, for a restart. */
+static const char *spawn_logged(const char *opts)
+{
+    static char all[1024];
+    pu_use(&t);
+    if (!t.dir)
+        cr_assert_not_null(t.dir = tu_tmpdir("oplog"));
+    snprintf(logf, sizeof(logf), "%s/csifs.log", t.dir);
+    snprintf(all, sizeof(all), "%s%slog_file=%s", opts, *opts ? "," : "", logf);
+    spawn(all);
+    return all;
+}
+
 /* The log holds a line matching the extended regex re: a liveness bound. */
 struct lw {
     const char *re;
@@ -37,14 +52,8 @@ static bool log_has(void *arg)
 
 Test(oplog, levels_callers_states_summary_and_refusals)
 {
-    pu_use(&t);
-    char opts[1024];
-    /* tf_spawn makes t.dir; the log goes to a file of ours beside it */
-    snprintf(logf, sizeof(logf), "%s/csifs-oplog-%d.log", P_tmpdir, (int)getpid());
-    unlink(logf);
-    snprintf(opts, sizeof(opts), "heartbeat=30s,probe_timeout=1s,health_timeout=3s,"
-             "log_level=debug,max_instances=1,log_file=%s", logf);
-    spawn(opts);
+    const char *opts = spawn_logged("heartbeat=30s,probe_timeout=1s,health_timeout=3s,"
+                                    "log_level=debug,max_instances=1");
     LOG_HAS(TS "info restored 0 plugins, 0 instances from .* in [0-9]+ ms$");
     struct tp_proc pa;
     PLUGIN(&pa, pu_sock("a.sock"), "--type", "node", "--node-id", "na");
@@ -79,18 +88,11 @@ Test(oplog, levels_callers_states_summary_and_refusals)
     tf_halt(&t);
     pu_spawn("oplog", opts);
     LOG_HAS(TS "info restored 1 plugins, 0 instances from .* in [0-9]+ ms$");
-    unlink(logf);
 }
 
 Test(oplog, log_level_warning_keeps_only_warnings)
 {
-    pu_use(&t);
-    char opts[1024];
-    snprintf(logf, sizeof(logf), "%s/csifs-oplog-w-%d.log", P_tmpdir, (int)getpid());
-    unlink(logf);
-    snprintf(opts, sizeof(opts), "heartbeat=30s,probe_timeout=1s,log_level=warning,"
-             "log_file=%s", logf);
-    spawn(opts);
+    spawn_logged("heartbeat=30s,probe_timeout=1s,log_level=warning");
     struct tp_proc pa;
     PLUGIN(&pa, pu_sock("a.sock"), "--type", "node", "--node-id", "na");
     pu_reg("csi-node/p/a", pu_sock("a.sock"));
@@ -99,19 +101,13 @@ Test(oplog, log_level_warning_keeps_only_warnings)
     LOG_HAS(TS "warning csi-node/p/a: health unhealthy ");
     cr_assert_neq(tf_sh(&t, "grep -Ev '^[^ ]+ (warning|err) ' '%s'", logf), 0,
                   "lines below warning at log_level=warning");
-    unlink(logf);
 }
 
 /* A refused name or socket target holding a newline is logged escaped as
  * the events stream escapes it: it cannot forge a line. */
 Test(oplog, control_characters_in_refused_names_and_targets_are_escaped)
 {
-    pu_use(&t);
-    char opts[1024];
-    snprintf(logf, sizeof(logf), "%s/csifs-oplog-e-%d.log", P_tmpdir, (int)getpid());
-    unlink(logf);
-    snprintf(opts, sizeof(opts), "log_file=%s", logf);
-    spawn(opts);
+    spawn_logged("");
     cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a"), 0);
     cr_assert_neq(tf_sh(&t, "mkdir \"csi-node/p/x$(printf '\\nforged')\" 2>/dev/null"), 0);
     cr_assert_neq(tf_sh(&t, "ln -sfn \"/x$(printf '\\nforged\\tline')\" csi-node/p/a/socket "
@@ -121,5 +117,4 @@ Test(oplog, control_characters_in_refused_names_and_targets_are_escaped)
     LOG_HAS(TS "info refused: socket csi-node/p/a -> /x\\\\nforged\\\\tline by uid [0-9]+ pid "
                "[0-9]+" COMM("ln") ": control characters are not allowed$");
     cr_assert_neq(tf_sh(&t, "grep -q '^forged' '%s'", logf), 0, "a forged line in the log");
-    unlink(logf);
 }

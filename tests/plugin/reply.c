@@ -1,20 +1,11 @@
 /* csi-test-plugin: the reply messages, packed with protobuf-c. */
 #include "tests/plugin/plugin.h"
 
+#include "base/pb.h"
 #include "proto/csi.pb-c.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static grpc_byte_buffer *pack(const ProtobufCMessage *msg)
-{
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    grpc_slice s = grpc_slice_malloc(n);
-    protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(s));
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-    grpc_slice_unref(s);
-    return bb;
-}
 
 static grpc_byte_buffer *probe(const struct plug_cfg *cfg, int64_t uptime_ms)
 {
@@ -24,7 +15,7 @@ static grpc_byte_buffer *probe(const struct plug_cfg *cfg, int64_t uptime_ms)
     ready.value = ready.value != (bool)plug_ready_flipped;
     if (cfg->ready != PLUG_READY_ABSENT)
         r.ready = &ready;
-    return pack(&r.base);
+    return pb_pack(&r.base);
 }
 
 static grpc_byte_buffer *plugin_info(const struct plug_cfg *cfg)
@@ -32,7 +23,7 @@ static grpc_byte_buffer *plugin_info(const struct plug_cfg *cfg)
     Csi__V1__GetPluginInfoResponse r = CSI__V1__GET_PLUGIN_INFO_RESPONSE__INIT;
     r.name = (char *)cfg->name;
     r.vendor_version = (char *)cfg->version;
-    return pack(&r.base);
+    return pb_pack(&r.base);
 }
 
 /* One zeroed block: n + 1 pointers, then the slots (see slots_of); the
@@ -103,7 +94,7 @@ static grpc_byte_buffer *caps_reply(const struct plug_cfg *cfg, enum plug_cap ki
     pr.n_capabilities = rr.n_capabilities = n;
     pr.capabilities = (Csi__V1__PluginCapability **)ptrs;
     rr.capabilities = (Csi__V1__NodeServiceCapability **)ptrs;
-    grpc_byte_buffer *bb = pack(kind == PLUG_CAP_SERVICE ? &pr.base : &rr.base);
+    grpc_byte_buffer *bb = pb_pack(kind == PLUG_CAP_SERVICE ? &pr.base : &rr.base);
     free(ptrs);
     return bb;
 }
@@ -134,7 +125,7 @@ static grpc_byte_buffer *node_info(const struct plug_cfg *cfg)
     bool oom = false;
     for (size_t i = 0; i < cfg->ntopology; i++)
         oom |= !segs[i].key;
-    grpc_byte_buffer *bb = oom ? NULL : pack(&r.base);
+    grpc_byte_buffer *bb = oom ? NULL : pb_pack(&r.base);
     for (size_t i = 0; i < cfg->ntopology; i++)
         free(segs[i].key);
     free(ptrs);

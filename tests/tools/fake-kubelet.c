@@ -17,13 +17,13 @@
  *   DEREGISTERED <name>
  *   INFO <file> name=<n> | INFO <file> error=<why>     (getinfo)
  * Exit 0 on SIGTERM or end of stdin, 2 on usage errors. */
+#include "base/pb.h"
 #include "csi/client.h"
 #include "proto/pluginregistration.pb-c.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
@@ -44,9 +44,10 @@ static struct {
 static const char *dir, *refuse;
 static struct csi_client *cli;
 
-/* A unary call on unix:path; the reply's bytes (malloc'd) or NULL with why. */
-static uint8_t *unary(const char *path, const char *method, const ProtobufCMessage *req,
-                      size_t *len, char *why, size_t cap)
+/* A unary call on unix:path: the reply, a message of descriptor d, or NULL
+ * with why. */
+static ProtobufCMessage *unary(const char *path, const char *method, const ProtobufCMessage *req,
+                               const ProtobufCMessageDescriptor *d, char *why, size_t cap)
 {
     char target[4400];
     snprintf(target, sizeof(target), "unix:%s", path);
@@ -60,13 +61,7 @@ static uint8_t *unary(const char *path, const char *method, const ProtobufCMessa
     grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL,
                                                dl, NULL);
     grpc_slice_unref(m);
-    size_t n = protobuf_c_message_get_packed_size(req);
-    uint8_t *b = malloc(n + 1);
-    protobuf_c_message_pack(req, b);
-    grpc_slice sl = grpc_slice_from_copied_buffer((const char *)b, n);
-    free(b);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&sl, 1), *recv = NULL;
-    grpc_slice_unref(sl);
+    grpc_byte_buffer *send = pb_pack(req), *recv = NULL;
     grpc_metadata_array im, tm;
     grpc_metadata_array_init(&im);
     grpc_metadata_array_init(&tm);
@@ -83,18 +78,12 @@ static uint8_t *unary(const char *path, const char *method, const ProtobufCMessa
           .data.recv_status_on_client = { .trailing_metadata = &tm, .status = &st,
                                           .status_details = &details } },
     };
-    uint8_t *out = NULL;
+    ProtobufCMessage *out = NULL;
     if (grpc_call_start_batch(call, ops, 6, call, NULL) == GRPC_CALL_OK)
         grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (st == GRPC_STATUS_OK && recv) {
-        grpc_byte_buffer_reader rd;
-        grpc_byte_buffer_reader_init(&rd, recv);
-        grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
-        grpc_byte_buffer_reader_destroy(&rd);
-        *len = GRPC_SLICE_LENGTH(all);
-        out = malloc(*len + 1);
-        memcpy(out, GRPC_SLICE_START_PTR(all), *len);
-        grpc_slice_unref(all);
+        if (!(out = pb_unpack(d, recv)))
+            snprintf(why, cap, "undecodable reply");
     } else {
         char *d = grpc_slice_to_c_string(details);
         snprintf(why, cap, "status %d %s", (int)st, d);
@@ -138,25 +127,22 @@ static void notify(const char *path, const char *name, bool ok, const char *erro
     Pluginregistration__RegistrationStatus st = PLUGINREGISTRATION__REGISTRATION_STATUS__INIT;
     st.plugin_registered = ok;
     st.error = (char *)error;
-    size_t len;
     char why[512];
-    uint8_t *r = unary(path, "/pluginregistration.Registration/NotifyRegistrationStatus",
-                       &st.base, &len, why, sizeof(why));
+    ProtobufCMessage *r = unary(path, "/pluginregistration.Registration/NotifyRegistrationStatus",
+                                &st.base, &pluginregistration__registration_status_response__descriptor,
+                                why, sizeof(why));
     printf("NOTIFY %s registered=%d%s%s\n", name, ok, r ? "" : " failed: ", r ? "" : why);
-    free(r);
+    if (r)
+        protobuf_c_message_free_unpacked(r, NULL);
 }
 
 /* GetInfo on path: the decoded reply, or NULL with why. */
 static Pluginregistration__PluginInfo *get_info(const char *path, char *why, size_t cap)
 {
     Pluginregistration__InfoRequest req = PLUGINREGISTRATION__INFO_REQUEST__INIT;
-    size_t len = 0;
-    uint8_t *b = unary(path, "/pluginregistration.Registration/GetInfo", &req.base, &len, why,
-                       cap);
-    Pluginregistration__PluginInfo *pi =
-        b ? pluginregistration__plugin_info__unpack(NULL, len, b) : NULL;
-    free(b);
-    return pi;
+    return (Pluginregistration__PluginInfo *)unary(
+        path, "/pluginregistration.Registration/GetInfo", &req.base,
+        &pluginregistration__plugin_info__descriptor, why, cap);
 }
 
 static void added(const char *file)
