@@ -406,9 +406,14 @@ static bool log_has(void *arg)
     return system(cmd) == 0;
 }
 
-/* The registration socket, its inode, and what GetInfo says on it now. */
+/* The registration socket, its inode, what GetInfo says on it now; the
+ * kubelet's verdict kept (file, metric) with no event. */
 static void same_socket(const char *sock, ino_t ino, const char *when)
 {
+    WAIT_FILE("csi-node/p/kubelet", "registered", 5000);
+    cr_assert_eq(tf_sh(&t, "grep -qx 'csifs_kubelet_registered{type=\"csi-node\",plugin=\"p\","
+                           "provider=\"drv.test\"} 1' metrics"), 0, "%s", when);
+    cr_assert_eq(count(events(), " kubelet csi-node/p state="), 0, "%s: %s", when, events());
     struct stat st;
     cr_assert_eq(stat(sock, &st), 0, "%s: %s", when, strerror(errno));
     cr_assert_eq(st.st_ino, ino, "%s: the registration socket was made again", when);
@@ -422,7 +427,8 @@ static void same_socket(const char *sock, ino_t ino, const char *when)
 /* A SIGKILLed csifs's successor, and a SIGUSR2 upgrade, take the
  * registration socket over from the fd store: the same inode, GetInfo
  * answers on it, and the kubelet sees nothing (no deregistration, no
- * second GetInfo). A SIGTERM then removes it, from the store too. */
+ * second GetInfo); its verdict is kept (`kubelet`, the metric), with no
+ * `kubelet` event. A SIGTERM then removes it, from the store too. */
 Test(kubelet, takeover_and_upgrade_keep_the_socket)
 {
     hd_spawn_ready(1);
@@ -454,7 +460,7 @@ Test(kubelet, takeover_and_upgrade_keep_the_socket)
     cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a"), 0);
     cr_assert_eq(count(fk.log, "GETINFO drv.test-reg.sock"), 1, "%s", fk.log);
     cr_assert_eq(count(fk.log, "DEREGISTERED"), 0, "%s", fk.log);
-    cr_assert_eq(hd_nfds(&hd), 3, "fuse, state and the socket");
+    cr_assert_eq(hd_nfds(&hd), 4, "fuse, state, the socket and the verdicts");
 
     tf_kill(&t, false);              /* a real stop: the kubelet deregisters */
     cr_assert(fk_saw("DEREGISTERED drv.test\n", 10000), "%s", fk.log);
