@@ -406,6 +406,19 @@ static bool log_has(void *arg)
     return system(cmd) == 0;
 }
 
+/* The holder has read the fd store messages sent so far: it holds n fds
+ * (the holder's thread reads them while we run). */
+static bool hd_holds(void *arg)
+{
+    return hd_nfds(&hd) == *(int *)arg;
+}
+
+static bool hd_has_socket(void *arg)
+{
+    (void)arg;
+    return hd_fd(&hd, "kubelet/drv.test") >= 0;
+}
+
 /* The registration socket, its inode, what GetInfo says on it now; the
  * kubelet's verdict kept (file, metric) with no event. */
 static void same_socket(const char *sock, ino_t ino, const char *when)
@@ -437,7 +450,7 @@ Test(kubelet, takeover_and_upgrade_keep_the_socket)
     plugin_start(&p1, "a.sock", "drv.test", "n");
     reg("p/a", "a.sock");
     cr_assert(fk_saw("REGISTERED drv.test\n", 10000), "%s", fk.log);
-    cr_assert_geq(hd_fd(&hd, "kubelet/drv.test"), 0, "the socket is not in the fd store");
+    cr_assert(tu_wait_for(hd_has_socket, NULL, 5000), "the socket is not in the fd store");
     char sock[700];
     snprintf(sock, sizeof(sock), "%s/drv.test-reg.sock", regdir);
     struct stat st;
@@ -460,10 +473,12 @@ Test(kubelet, takeover_and_upgrade_keep_the_socket)
     cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a"), 0);
     cr_assert_eq(count(fk.log, "GETINFO drv.test-reg.sock"), 1, "%s", fk.log);
     cr_assert_eq(count(fk.log, "DEREGISTERED"), 0, "%s", fk.log);
-    cr_assert_eq(hd_nfds(&hd), 4, "fuse, state, the socket and the verdicts");
+    cr_assert(tu_wait_for(hd_holds, &(int){ 4 }, 5000), "%d fds stored, not fuse, state, "
+              "the socket and the verdicts", hd_nfds(&hd));
 
     tf_kill(&t, false);              /* a real stop: the kubelet deregisters */
     cr_assert(fk_saw("DEREGISTERED drv.test\n", 10000), "%s", fk.log);
     cr_assert_eq(dir_entries(), 0);
-    cr_assert_eq(hd_nfds(&hd), 0, "SIGTERM leaves nothing in the fd store");
+    cr_assert(tu_wait_for(hd_holds, &(int){ 0 }, 5000), "SIGTERM leaves %d fds in the store",
+              hd_nfds(&hd));
 }
