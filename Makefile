@@ -8,6 +8,8 @@
 #   make test-asan  the same tests built with ASan + UBSan
 #   make bench      benchmarks
 #   make crash-test ROUNDS=N      SIGKILL csifs under writers, restart, check (default 50)
+#   make crash-test TAKEOVER=1    the same under the test fd store: each successor takes
+#                                 the mount over, no user may notice (UPGRADE=1: SIGUSR2)
 #   make fuzz FUZZ_SECONDS=N      libFuzzer targets, N s each (clang-14; default 60)
 #   make stress STRESS_SECONDS=N  random concurrent operations against the ASan build
 #   make install    csifs, csi-plugin-hook, man pages, csifs.service under
@@ -88,7 +90,9 @@ PROGS := $(if $(wildcard cmd/main.c),$(BUILD)/csifs) \
          $(if $(PLUGIN_SRCS),$(BUILD)/csi-test-plugin)
 BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench $(BUILD)/floorfs)
 # What `make test` needs beyond PROGS.
-CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/floorfs
+# (tests/system/upgrade runs the crash test's UPGRADE=1 mode.)
+CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/floorfs \
+              $(if $(SYSTEM_TESTS),$(BUILD)/csifs-crash-test)
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
@@ -135,7 +139,7 @@ bench: deps
 # SIGKILL csifs under 1, 4 and 8 writers, restart, check (tests/crash/main.c).
 crash-test: deps
 	@$(MAKE) --no-print-directory $(BUILD)/csifs $(BUILD)/csi-test-plugin $(BUILD)/csifs-crash-test
-	@BUILD="$(BUILD)" $(BUILD)/csifs-crash-test $(ROUNDS)
+	@BUILD="$(BUILD)" TAKEOVER="$(TAKEOVER)" UPGRADE="$(UPGRADE)" $(BUILD)/csifs-crash-test $(ROUNDS)
 
 # libFuzzer targets (tests/fuzz), FUZZ_SECONDS each; a crash saves its
 # reproducer under build/fuzz/artifacts/<target>/ and fails.

@@ -38,13 +38,41 @@ else
     echo "bench: running (a few minutes; progress in $log)" >&2
 fi
 
+CSIFS_TEST_RUNDIR=$(mktemp -d); export CSIFS_TEST_RUNDIR
+made="$CSIFS_TEST_RUNDIR/made"
+# Field $1 of /proc/PID/stat after the comm: 20 start time, 3 process group.
+stat_field() { sed 's/.*) //' "/proc/$2/stat" 2>/dev/null | cut -d' ' -f"$1"; }
+# SIG ($1) to every noted process still running (same start time) outside
+# the driver's process group ($2); then (KILL) the noted dirs nothing is
+# mounted in any more.
+signal_noted() {
+    [ -s "$made" ] || return 0
+    while read -r kind p start; do
+        [ "$kind" = pid ] && [ "$(stat_field 20 "$p")" = "$start" ] &&
+            [ "$(stat_field 3 "$p")" != "$2" ] && kill -"$1" "$p" 2>/dev/null
+    done <"$made"
+    [ "$1" = KILL ] && while read -r kind d; do
+        [ "$kind" = dir ] && ! grep -q " $d/" /proc/self/mounts && rm -rf "$d"
+    done <"$made"
+}
+# After the driver: wake the etcd members (a stopped one would hold up the
+# daemons' shutdown), stop the group and wait for it, then kill the rest.
+stop_all() {
+    signal_noted CONT "$1"
+    kill -TERM "-$1" 2>/dev/null
+    i=0
+    while kill -0 "-$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    signal_noted KILL "$1"
+    rm -rf "$CSIFS_TEST_RUNDIR"
+}
+
 setsid -w "$BUILD/csifs-bench" "$@" 2>"$log" &
 pid=$!
-trap 'kill -TERM -- "-$pid" 2>/dev/null; exit 130' INT TERM
+trap 'stop_all "$pid"; exit 130' INT TERM
 wait "$pid"
 rc=$?
 trap - INT TERM
-kill -TERM -- "-$pid" 2>/dev/null
+stop_all "$pid"
 
 if [ "$rc" -ne 0 ]; then
     [ "$log" != /dev/stderr ] && tail -n 20 "$log" >&2

@@ -16,6 +16,7 @@
  * cluster.c  cluster_propagate, cluster_writes, cluster_isolation (a real
  *            3-member etcd); cluster_scale.c cluster_view_scale
  * scale.c    restart_100k, memory_100k (a 1,000 x 100 tree)
+ * takeover.c takeover, upgrade (the tree, under the test fd store)
  * floorfs.c  the floor of the tree rows (a program of its own: build/floorfs)
  * counts.c   --requests: FUSE requests per workload (in-process mount)
  *
@@ -61,7 +62,8 @@ enum row {
     R_DEATH_DETECT, R_PROBE_CALL,
     R_HUNG_NEIGHBOUR, R_RESTART, R_MEMORY, R_MEMORY_LIVE, R_FAILOVER,
     R_EVENTS_REPLAY, R_RESTART_100K, R_MEMORY_100K, R_HTTP_METRICS, R_KUBELET_REGISTER,
-    R_CLUSTER_PROPAGATE, R_CLUSTER_WRITES, R_CLUSTER_VIEW_SCALE, R_CLUSTER_ISOLATION, R_NROWS
+    R_CLUSTER_PROPAGATE, R_CLUSTER_WRITES, R_CLUSTER_VIEW_SCALE, R_CLUSTER_ISOLATION,
+    R_TAKEOVER, R_UPGRADE, R_NROWS
 };
 
 /* One repetition: v (and v2, probe_fanout's p99) against baseline b (NAN
@@ -151,6 +153,8 @@ bool wait_files(struct tf *t, const char *fmt, int n, const char *want, double t
  * file holding needle, read from fd (O_NONBLOCK) within timeout_ms; -1
  * when none came. Forgets what was read. */
 int64_t event_time(int fd, const char *needle, int timeout_ms);
+/* Names readdir lists in dir, . and .. left out (-1: cannot open it). */
+int dir_entries(const char *dir);
 /* Print a progress line to stderr ("bench: ..."). */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -187,6 +191,7 @@ void bench_probe(void);       /* probe.c */
 void bench_ring(void);        /* ring.c */
 void bench_scale(void);       /* scale.c */
 void bench_kubelet(void);     /* kubelet.c */
+void bench_takeover(void);    /* takeover.c */
 void bench_cluster(void);     /* cluster.c */
 /* SIGCONT and SIGKILL the cluster group's etcd members (async-signal-safe:
  * the driver's signal handler). */

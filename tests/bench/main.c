@@ -103,6 +103,7 @@ int main(int argc, char **argv)
     bench_probe();
     bench_scale();
     bench_kubelet();
+    bench_takeover();
     bench_cluster();
     bench_report(json, now_s() - t0);
     return 0;

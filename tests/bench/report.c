@@ -90,6 +90,10 @@ static const struct row_def rows[R_NROWS] = {
                             "cat of the same lines in a tmpfs file", "lines/s", '>', 0.8),
     [R_RESTART_100K] = ROW("restart_100k", "csifs start to listing all 1,000 plugins, "
                            "100,000 instances persisted", NULL, "ms", '<', 300.0),
+    [R_TAKEOVER] = ROW("takeover", "SIGKILL of csifs to the first request its successor answers "
+                       "(the tree, test fd store)", NULL, "ms", '<', 100.0),
+    [R_UPGRADE] = ROW("upgrade", "the longest stat() of a stat loop across a SIGUSR2 "
+                      "(the tree, test fd store)", NULL, "ms", '<', 100.0),
     [R_MEMORY_100K] = ROW("memory_100k", "RssAnon growth per instance, 100,000 instances "
                           "restored (no sockets)", NULL, "KiB", '<', 0.4),
 };

@@ -41,6 +41,17 @@ void sleep_s(double s)
         ;
 }
 
+int dir_entries(const char *dir)
+{
+    struct dirent **v;
+    int n = scandir(dir, &v, NULL, NULL);    /* . and .. included */
+    for (int k = 0; k < n; k++)
+        free(v[k]);
+    if (n >= 0)
+        free(v);
+    return n < 0 ? -1 : n - 2;
+}
+
 void say(const char *fmt, ...)
 {
     va_list ap;

@@ -266,13 +266,7 @@ static void *lister(void *arg)
     struct lister *l = arg;
     const char *dir = tf_path(l->t, "csi-node");
     for (double end = now_s() + 60; now_s() < end;) {
-        DIR *d = opendir(dir);
-        int n = 0;
-        while (d && readdir(d))
-            n++;
-        if (d)
-            closedir(d);
-        if (n >= l->plugins + 2) {
+        if (dir_entries(dir) >= l->plugins) {
             l->listed_at = now_s();
             return NULL;
         }

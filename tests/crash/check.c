@@ -93,6 +93,47 @@ static void apply(struct model *m, const struct cr_rec *r, int64_t idx)
     }
 }
 
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    n = n < 0 ? 0 : n;
+    buf[n] = '\0';
+    if (n > 0 && buf[n - 1] == '\n')
+        buf[n - 1] = '\0';
+}
+
+static const char *op_path(int w, const struct cr_rec *r)
+{
+    return r->op <= CR_SMK ? cr_plugin_path(w, r->slot, r->op != CR_SMK) : cr_slot_path(w, r->slot);
+}
+
+/* Takeover mode: what no caller may see, whatever the model says: the
+ * connection going away, EIO, a failed `ln`, a syscall over the bound. */
+static void takeover_rc(const struct cr_env *e, int w, int64_t idx, const struct cr_rec *r)
+{
+    const char *op = cr_op_names[r->op];
+    if (r->rc == -ENOTCONN || r->rc == -ECONNABORTED || r->rc == -EIO)
+        fail("w%d: op %lld %s %s: %s (no caller may see it across a takeover)", w,
+             (long long)idx, op, op_path(w, r), strerror(-r->rc));
+    if (r->rc <= CR_LN_FAILED(0)) {
+        char path[1024], err[4096], *last;
+        snprintf(path, sizeof(path), "%s/w%d.ln", e->logdir, w);
+        slurp(path, err, sizeof(err));          /* what it said, its last line */
+        last = strrchr(err, '\n');
+        fail("w%d: op %lld: `ln -sfn %s %s/socket` exited %d: %s", w, (long long)idx, r->val,
+             op_path(w, r), CR_LN_FAILED(0) - r->rc, last ? last + 1 : err);
+    }
+    if (r->end_ns - r->start_ns > e->bound_ns)
+        fail("w%d: op %lld %s %s took %lld ms, over the liveness bound (%lld ms)", w,
+             (long long)idx, op, op_path(w, r), (long long)((r->end_ns - r->start_ns) / 1000000),
+             (long long)(e->bound_ns / 1000000));
+}
+
 /* Replay writer w's log into m[0] (acknowledged only) and m[1] (plus the
  * operation in flight, when it could have succeeded). */
 static int replay(const struct cr_env *e, int w, struct model m[2])
@@ -127,7 +168,9 @@ static int replay(const struct cr_env *e, int w, struct model m[2])
         open_rec = false;
         r.rc = rc;
         r.end_ns = t;
-        if (rc == -ENOTCONN || rc == -ECONNABORTED) {
+        if (e->takeover)
+            takeover_rc(e, w, idx, &r);
+        else if (rc == -ENOTCONN || rc == -ECONNABORTED) {
             open_rec = true;        /* in flight, and the last one */
             break;
         }
@@ -135,37 +178,28 @@ static int replay(const struct cr_env *e, int w, struct model m[2])
         bool ok = rc == want;
         if (r.op == CR_READY && want == 0)   /* ready never goes back to 0 */
             ok = rc == 1 || (rc == 0 && !m[0].inst[r.slot].ready);
-        if (!ok)
+        if (!ok && want == 0 && rc == -EEXIST && (r.op == CR_IMK || r.op == CR_PMK))
+            fail("w%d: op %lld %s %s: EEXIST, but the log says it was not there (a resent "
+                 "mkdir done twice?)", w, (long long)idx, cr_op_names[r.op], op_path(w, &r));
+        else if (!ok)
             fail("w%d: op %lld %s %s returned %d, the log implies %d", w, (long long)idx,
-                 cr_op_names[r.op], r.op <= CR_SMK ? cr_plugin_path(w, r.slot, r.op != CR_SMK)
-                 : cr_slot_path(w, r.slot), rc, want);
+                 cr_op_names[r.op], op_path(w, &r), rc, want);
         if (rc == 0 || rc == 1)
             apply(&m[0], &r, idx);
         idx++;
     }
     fclose(f);
     m[1] = m[0];
-    if (open_rec && r.op != CR_READY) {
+    if (open_rec && e->takeover)
+        fail("w%d: op %lld %s %s never returned", w, (long long)idx, cr_op_names[r.op],
+             op_path(w, &r));
+    else if (open_rec && r.op != CR_READY) {
         r.end_ns = INT64_MAX;
         r.rc = 0;
         if (expect(&m[1], &r) == 0)
             apply(&m[1], &r, idx);
     }
     return 0;
-}
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    n = n < 0 ? 0 : n;
-    buf[n] = '\0';
-    if (n > 0 && buf[n - 1] == '\n')
-        buf[n - 1] = '\0';
 }
 
 /* readdir of mnt/rel in order (without . .. current), ready of each, current. */
@@ -193,6 +227,14 @@ static int list(const struct cr_env *e, const char *rel, struct listing *l)
     ssize_t n = readlink(sub, l->current, NAME - 1);
     l->current[n > 0 ? n : 0] = '\0';
     return 0;
+}
+
+static bool extra(const struct cr_env *e, const char *name)
+{
+    for (const char *const *x = e->extra; x && *x; x++)
+        if (!strcmp(*x, name))
+            return true;
+    return false;
 }
 
 static int find(const struct listing *l, const char *name)
@@ -330,7 +372,7 @@ int cr_check(const struct cr_env *e)
         for (int i = 0; i < top.n; i++) {
             int w;
             char tail;
-            if (strcmp(top.name[i], "shared") &&
+            if (strcmp(top.name[i], "shared") && !(t == 1 && extra(e, top.name[i])) &&
                 (sscanf(top.name[i], "p%d%c", &w, &tail) != 1 || w < 0 || w >= e->writers))
                 fail("type dir %d: unexpected entry %s", t, top.name[i]);
         }
@@ -345,7 +387,9 @@ int cr_check(const struct cr_env *e)
         if (replay(e, w, models[w]) < 0)
             continue;
         int k = 0;
-        if (compare(e, w, &models[w][0], own[w], pexists[w], shared, true) != 0) {
+        if (e->takeover)                /* nothing in flight: one state only */
+            compare(e, w, &models[w][0], own[w], pexists[w], shared, false);
+        else if (compare(e, w, &models[w][0], own[w], pexists[w], shared, true) != 0) {
             k = 1;
             if (compare(e, w, &models[w][1], own[w], pexists[w], shared, true) != 0) {
                 fputs("    check: differences from the acknowledged operations:\n", stderr);

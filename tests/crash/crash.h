@@ -11,12 +11,20 @@
  * with write(2) by a process that is not killed, so it survives the kill of
  * csifs. An operation whose end line is missing, or whose rc says the
  * connection went away (ENOTCONN, ECONNABORTED), was in flight: the restored
- * tree may show it done or not done. */
+ * tree may show it done or not done.
+ *
+ * Takeover mode (TAKEOVER=1, UPGRADE=1: takeover.c) keeps csifs under the
+ * test fd store: no operation may be in flight or see the connection go,
+ * every answer must be the one the log implies, `socket` is set by the real
+ * `ln -sfn` (any failure of it fails), and a syscall longer than the
+ * liveness bound fails. Writers run until the stop file exists and wait
+ * while the pause file exists (having made <logdir>/w<w>.paused). */
 #ifndef CSIFS_CRASH_H
 #define CSIFS_CRASH_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define CR_K 3                  /* instance names per writer and plugin */
 #define CR_SLOTS (2 * 2 * CR_K) /* type x {own, shared} x k */
@@ -47,7 +55,15 @@ struct cr_env {
     const char *socks[2];       /* live plugin sockets; target 2 is a dead path */
     const char *logdir;
     int writers;
+    bool takeover;              /* takeover mode (above) */
+    const char *stop, *pause;   /* takeover mode: the harness's files */
+    int64_t bound_ns;           /* takeover mode: the liveness bound */
+    const char *const *extra;   /* takeover mode: other plugins in csi-node */
 };
+
+/* A writer's rc when `ln -sfn` exited with status s (its stderr is in
+ * <logdir>/w<w>.ln). */
+#define CR_LN_FAILED(s) (-1000 - (s))
 
 /* "<type>/p<w>" or "<type>/shared" (own = false), and an instance slot's
  * path relative to the mount, in a static rotating buffer. */
@@ -59,11 +75,17 @@ int cr_slot_k(int slot);
 /* The socket target of index i for writer w. */
 const char *cr_target(const struct cr_env *e, int i);
 
-/* writer.c: run writer w until the connection is lost or run_ms pass;
- * returns its exit code. */
+/* writer.c: run writer w until the connection is lost or run_ms pass
+ * (takeover mode: until the stop file exists); returns its exit code. */
 int cr_writer(const struct cr_env *e, int w, uint64_t seed, int64_t run_ms);
 /* check.c: read the logs and the restored tree; 0 when it matches, else 1
  * with what differs on stderr. */
 int cr_check(const struct cr_env *e);
+/* main.c: the name, state and top of the kernel stack of each thread of
+ * pid on stderr (read from /proc: never blocks), for the report of a wedge. */
+void cr_show_threads(pid_t pid);
+/* takeover.c: the rounds of TAKEOVER=1 (SIGKILL) or UPGRADE=1 (SIGUSR2);
+ * the exit code of the crash test. */
+int cr_takeover_main(int rounds, uint64_t seed, bool upgrade);
 
 #endif

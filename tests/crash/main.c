@@ -1,5 +1,8 @@
 /* make crash-test: rounds of SIGKILL under writers (see crash.h).
  *   csifs-crash-test [ROUNDS]      env CRASH_SEED fixes the random choices
+ *   TAKEOVER=1 or UPGRADE=1        csifs under the test fd store: each round
+ *                                  a SIGKILL or a SIGUSR2 that no user of
+ *                                  the mount may notice (takeover.c)
  * Rounds are split in thirds: 1 writer, 4 writers, 8 writers. A round:
  * start a test plugin and build/csifs -f, start the writers, SIGKILL csifs
  * at a random moment, stop the plugin (so nothing changes `ready` after
@@ -158,15 +161,16 @@ static void tail_log(struct round *r, const char *tag)
         fprintf(stderr, "    (no %s log)\n", tag);
 }
 
-/* State and wait channel of each thread of pid (read from /proc: never
- * blocks), for the report of a wedge. */
-static void show_threads(pid_t pid)
+/* Name, state and the top of the kernel stack of each thread of pid (read
+ * from /proc: never blocks), for the report of a wedge. */
+void cr_show_threads(pid_t pid)
 {
-    char cmd[256];
+    char cmd[512];
     snprintf(cmd, sizeof(cmd),
-             "for t in /proc/%d/task/*; do printf '    thread %%s: %%s in %%s\\n' \"${t##*/}\" "
-             "\"$(sed -n 's/^State:[[:space:]]*//p' $t/status)\" \"$(cat $t/wchan)\"; done >&2 2>/dev/null",
-             (int)pid);
+             "for t in /proc/%d/task/*; do printf '    thread %%s (%%s): %%s in %%s\\n' \"${t##*/}\" "
+             "\"$(cat $t/comm)\" \"$(sed -n 's/^State:[[:space:]]*//p' $t/status)\" "
+             "\"$(sed -n '1,3s/^\\[<0>\\] //p' $t/stack | cut -d+ -f1 | paste -sd' ' -)\"; "
+             "done >&2 2>/dev/null", (int)pid);
     if (system(cmd) != 0)
         fprintf(stderr, "    (threads of %d not readable)\n", (int)pid);
 }
@@ -272,7 +276,7 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
     int c = r->csifs < 0 ? -1 : serving(r, r->csifs, SERVE_MS);
     if (c < 0) {
         if (r->old)
-            show_threads(r->old);
+            cr_show_threads(r->old);
         *why = r->old ? "restart did not serve within 5 s (wedge: the killed csifs is not reaped)"
                       : "restart did not serve within 5 s";
         return -1;
@@ -289,6 +293,12 @@ static int round_run(struct round *r, int nw, uint64_t seed, const char **why)
     return 0;
 }
 
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 50;
@@ -296,6 +306,8 @@ int main(int argc, char **argv)
     uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
     int passed = 0, failed = 0, wedged = 0, recovered = 0;
     signal(SIGPIPE, SIG_IGN);
+    if (env_on("TAKEOVER") || env_on("UPGRADE"))
+        return cr_takeover_main(rounds, seed, !env_on("TAKEOVER"));
     printf("crash-test: %d rounds, CRASH_SEED=%llu\n", rounds, (unsigned long long)seed);
     for (int i = 0; i < rounds; i++) {
         int nw = i < rounds / 3 ? 1 : i < 2 * rounds / 3 ? 4 : 8;

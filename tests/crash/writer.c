@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,6 +80,28 @@ static int ln_sfn(const char *target, const char *link, unsigned *rng)
     return 0;
 }
 
+/* Takeover mode: the real `ln -sfn target link` (coreutils: a temporary
+ * link renamed over `socket`, DESIGN 5), its stderr appended to errpath. */
+static int real_ln(const char *target, const char *link, const char *errpath)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        int fd = open(errpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0 || dup2(fd, 2) < 0)
+            _exit(126);
+        execlp("ln", "ln", "-sfn", target, link, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0
+         : CR_LN_FAILED(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
 static int write_attr(const char *path, const char *val)
 {
     int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
@@ -106,7 +129,7 @@ static int read_ready(const char *path)
 
 static int run(const struct cr_env *e, struct cr_rec *r, int w, unsigned *rng)
 {
-    char path[1024], sub[1100];
+    char path[1024], sub[1100], err[1100];
     snprintf(path, sizeof(path), "%s/%s", e->mnt,
              r->op <= CR_SMK ? cr_plugin_path(w, r->slot, r->op != CR_SMK)
                              : cr_slot_path(w, r->slot));
@@ -115,7 +138,8 @@ static int run(const struct cr_env *e, struct cr_rec *r, int w, unsigned *rng)
     case CR_PRM: case CR_IRM: return neg(rmdir(path));
     case CR_SOCK:
         snprintf(sub, sizeof(sub), "%s/socket", path);
-        return ln_sfn(r->val, sub, rng);
+        snprintf(err, sizeof(err), "%s/w%d.ln", e->logdir, w);
+        return e->takeover ? real_ln(r->val, sub, err) : ln_sfn(r->val, sub, rng);
     case CR_UNSOCK:
         snprintf(sub, sizeof(sub), "%s/socket", path);
         return neg(unlink(sub));
@@ -154,8 +178,38 @@ static void pick(struct cr_rec *r, const struct cr_env *e, int w, int n, unsigne
     }
 }
 
+static bool exists(const char *path)
+{
+    return path && access(path, F_OK) == 0;
+}
+
+/* Takeover mode: while the pause file exists, say so and wait. */
+static void pause_point(const struct cr_env *e, int w)
+{
+    if (!exists(e->pause))
+        return;
+    char ack[1024];
+    snprintf(ack, sizeof(ack), "%s/w%d.paused", e->logdir, w);
+    close(open(ack, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    while (exists(e->pause) && !exists(e->stop))
+        usleep(2000);
+    unlink(ack);
+}
+
+/* Takeover mode: `ln` must not fail, so it runs only on an instance the
+ * writer knows is there (the others get a mkdir instead); have: which of
+ * its slots exist, from its own answers. */
+static void track(const struct cr_rec *r, bool have[CR_SLOTS])
+{
+    if (r->rc == 0 && r->op == CR_IMK)
+        have[r->slot] = true;
+    if (r->rc == 0 && r->op == CR_IRM)
+        have[r->slot] = false;
+}
+
 int cr_writer(const struct cr_env *e, int w, uint64_t seed, int64_t run_ms)
 {
+    bool have[CR_SLOTS] = { false };
     unsigned rng = (unsigned)(seed * 7919 + (uint64_t)w * 104729);
     char logp[1024];
     snprintf(logp, sizeof(logp), "%s/w%d.log", e->logdir, w);
@@ -164,9 +218,15 @@ int cr_writer(const struct cr_env *e, int w, uint64_t seed, int64_t run_ms)
         return 2;
     int64_t end = now_ns() + run_ms * 1000000;
     char line[256];
-    for (int n = 0; now_ns() < end; n++) {
+    for (int n = 0; e->takeover ? !exists(e->stop) : now_ns() < end; n++) {
         struct cr_rec r;
+        pause_point(e, w);
         pick(&r, e, w, n, &rng);
+        if (e->takeover && r.op == CR_SOCK && !have[r.slot]) {
+            r.op = CR_IMK;
+            r.arg = 0;
+            r.val[0] = '\0';
+        }
         r.start_ns = now_ns();
         int len = snprintf(line, sizeof(line), "B %d %d %d %lld %s\n", r.op, r.slot, r.arg,
                            (long long)r.start_ns, r.val[0] ? r.val : "-");
@@ -176,7 +236,8 @@ int cr_writer(const struct cr_env *e, int w, uint64_t seed, int64_t run_ms)
         len = snprintf(line, sizeof(line), "E %d %lld\n", r.rc, (long long)now_ns());
         if (write(log, line, (size_t)len) != len)
             return 2;
-        if (r.rc == -ENOTCONN || r.rc == -ECONNABORTED)
+        track(&r, have);
+        if (!e->takeover && (r.rc == -ENOTCONN || r.rc == -ECONNABORTED))
             break;
     }
     close(log);
