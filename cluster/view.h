@@ -66,6 +66,10 @@ typedef void (*cl_view_changed_fn)(void *arg, const struct cl_view_change *c);
  * be NULL) gives cl_view_status its publisher lines. */
 int cl_view_start(struct cl_view **out, const struct cl_opts *o, struct cl_pub *pub,
                   cl_view_changed_fn changed, void *arg);
+/* Stop the thread: no change is told any more; the model stays readable
+ * until cl_view_free (an upgrade in place stops it while serving). NULL,
+ * or stopped already: a no-op. */
+void cl_view_stop(struct cl_view *v);
 /* Stop the thread and free. NULL is a no-op. */
 void cl_view_free(struct cl_view *v);
 

@@ -337,19 +337,25 @@ int cl_view_start(struct cl_view **out, const struct cl_opts *o, struct cl_pub *
     return 0;
 }
 
+void cl_view_stop(struct cl_view *v)
+{
+    if (!v || !v->started)
+        return;
+    pthread_mutex_lock(&v->mu);
+    v->stop = true;
+    if (v->ws)
+        etcd_stream_cancel(v->ws);
+    pthread_cond_signal(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+    pthread_join(v->th, NULL);
+    v->started = false;
+}
+
 void cl_view_free(struct cl_view *v)
 {
     if (!v)
         return;
-    if (v->started) {
-        pthread_mutex_lock(&v->mu);
-        v->stop = true;
-        if (v->ws)
-            etcd_stream_cancel(v->ws);
-        pthread_cond_signal(&v->cv);
-        pthread_mutex_unlock(&v->mu);
-        pthread_join(v->th, NULL);
-    }
+    cl_view_stop(v);
     etcd_client_free(v->c);
     cl_view_model_free(v);
     free(v->hosts);

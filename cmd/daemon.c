@@ -7,6 +7,7 @@
 #include "cmd/mountpoint.h"
 #include "fs/oplog.h"
 #include "cmd/recover.h"
+#include "cmd/upgrade.h"
 #include "base/defaults.h"
 #include "base/log.h"
 #include "http/http.h"
@@ -252,29 +253,7 @@ static void start_ring(struct run *r, struct store *st)
                   strerror(-rc));
 }
 
-/* ---- SIGUSR2: upgrade in place ---- */
-
-static struct fs *upgrade_fs;        /* the session the signal ends */
-static pthread_t serve_th;           /* the thread in fs_loop */
-static volatile sig_atomic_t upgrade_asked;
-
-static void on_usr2(int sig)
-{
-    (void)sig;
-    upgrade_asked = 1;
-    fs_loop_break(upgrade_fs);
-    if (!pthread_equal(pthread_self(), serve_th))
-        pthread_kill(serve_th, SIGUSR2);   /* its poll(2) returns EINTR */
-}
-
-static void catch_usr2(struct run *r)
-{
-    upgrade_fs = r->fs;
-    serve_th = pthread_self();
-    struct sigaction sa = { .sa_handler = on_usr2 };   /* no SA_RESTART */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR2, &sa, NULL);
-}
+/* ---- SIGUSR2: upgrade in place (cmd/upgrade.h) ---- */
 
 /* The loop ended for SIGUSR2, the registry and the store are closed: exec
  * the binary again on the same connection (and the kubelet sockets kept in
@@ -421,21 +400,21 @@ static int serve(struct run *r)
         rc = start_kubelet(r, reg, &kub, err, sizeof(err));
     struct http *http = rc == 0 ? start_http(r, reg) : NULL;
     if (rc == 0 && r->state.fd >= 0)
-        catch_usr2(r);
+        csifs_upgrade_catch(&(struct csifs_upgrade){ .fs = r->fs, .reg = reg, .pr = pr,
+                                                     .view = view });
     if (rc == 0)
         rc = fs_loop(r->fs, true);
+    bool upgrading = csifs_upgrade_end();   /* the view and prober stopped, reg idle */
     http_stop(http);
-    if (rc == 0 && upgrade_asked) {
-        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%lld", (long long)csifs_mono_us());
+    if (rc == 0 && upgrading) {
         csifs_log(LOG_NOTICE, "upgrade: executing csifs again on %s (pid %ld)", o->mountpoint,
                   (long)getpid());
         cl_view_free(view);          /* no thread may touch the registry past reg_close */
         fs_cluster_attach(r->fs, NULL);
         cl_pub_stop(pub, false);
-        csi_prober_stop(pr);
         fs_kubelet_source(NULL, NULL);
         kubelet_stop_keep(kub, &r->handed.kub, &r->handed.nkub);   /* passed on */
-        reg_close(reg);
+        reg_close(reg);              /* nothing queued: its commit thread just ends */
         cl_pub_free(pub);
         csi_prober_free(pr);
         store_close(st);             /* the lock: the new image takes it */

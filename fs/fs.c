@@ -222,6 +222,18 @@ void fs_calls_add(struct fs *fs, int d)
     pthread_mutex_unlock(&fs->calls_mu);
 }
 
+bool fs_calls_open(struct fs *fs)
+{
+    pthread_mutex_lock(&fs->calls_mu);
+    bool open = !fs->hold;
+    if (open)
+        fs->calls++;
+    else
+        fs->held++;
+    pthread_mutex_unlock(&fs->calls_mu);
+    return open;
+}
+
 /* Wait until the commit thread answered every queued request. */
 static void fs_calls_drain(struct fs *fs)
 {
@@ -229,6 +241,18 @@ static void fs_calls_drain(struct fs *fs)
     while (fs->calls > 0)
         pthread_cond_wait(&fs->calls_cv, &fs->calls_mu);
     pthread_mutex_unlock(&fs->calls_mu);
+}
+
+unsigned fs_hold_commits(struct fs *fs)
+{
+    pthread_mutex_lock(&fs->calls_mu);
+    fs->hold = true;
+    pthread_mutex_unlock(&fs->calls_mu);
+    fs_calls_drain(fs);
+    pthread_mutex_lock(&fs->calls_mu);
+    unsigned held = fs->held;
+    pthread_mutex_unlock(&fs->calls_mu);
+    return held;
 }
 
 int fs_loop(struct fs *fs, bool signals)

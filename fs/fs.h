@@ -45,6 +45,13 @@ int fs_attach(struct fs *fs, struct reg *reg);
  * signals: SIGTERM and SIGINT end the loop (libfuse's handlers); SIGHUP is
  * ignored. */
 int fs_loop(struct fs *fs, bool signals);
+/* An upgrade in place (DESIGN 13), while fs_loop still serves: from now
+ * on a committing request (mkdir, rmdir, symlink, unlink, rename, write,
+ * setattr) is read but neither run nor answered: the kernel keeps it, and
+ * the next image gets it again (FUSE_NOTIFY_RESEND). Returns once every
+ * one taken before was answered (by the commit thread, after its
+ * subscribers), with how many were held so far. Any thread but the loop's. */
+unsigned fs_hold_commits(struct fs *fs);
 /* Make fs_loop return (any thread). */
 void fs_exit(struct fs *fs);
 /* Make fs_loop return at its next wake-up, touching nothing else (a signal

@@ -100,10 +100,15 @@ struct fs {
     pthread_mutex_t calls_mu;
     pthread_cond_t calls_cv;
     long calls;
+    bool hold;                   /* fs_hold_commits: new ones are held, not run */
+    unsigned held;               /* how many were */
 };
 
 /* Count a committing request in (1) or out (-1) (ops_write.c). */
 void fs_calls_add(struct fs *fs, int d);
+/* Count a new committing request in: false (not counted) when an upgrade
+ * holds them (fs_hold_commits): the caller leaves it unanswered. */
+bool fs_calls_open(struct fs *fs);
 
 /* The mount a request is for; counts the request. */
 static inline struct fs *fs_req(fuse_req_t req, enum fs_op op)

@@ -77,17 +77,25 @@ static bool call_replayed(struct call *c, uint64_t unique)
 
 /* A call for req, counted until answered (fs_calls_drain), with its ring
  * key (the request's unique, opcode and nodeid from fs/serve.h, and name);
- * size for a write. NULL when answered already: no memory, or a resent
- * request replayed from the ring. */
+ * size for a write. NULL when answered already (no memory, or a resent
+ * request replayed from the ring) or held for the next image. */
 static struct call *call_open(fuse_req_t req, enum fs_op fop,
                               void (*answer)(struct call *, int), const char *name,
                               size_t size)
 {
     struct fs *fs = fs_req(req, fop);
+    /* An upgrade in place holds it (fs_hold_commits): never answered here.
+     * libfuse keeps req on its session's list of requests in flight until
+     * the execve that ends the upgrade (or the _exit when that fails): no
+     * exit handler runs, so no leak check sees it, and the kernel sends the
+     * request again to the new image (FUSE_NOTIFY_RESEND). */
+    if (!fs_calls_open(fs))
+        return NULL;
     size_t len = name ? strlen(name) + 1 : 1;
     struct call *c = calloc(1, sizeof(*c) + len);
     if (!c) {
         fuse_reply_err(req, ENOMEM);
+        fs_calls_add(fs, -1);
         return NULL;
     }
     const struct fs_serve_hdr *h = fs_serve_hdr();
@@ -102,7 +110,6 @@ static struct call *call_open(fuse_req_t req, enum fs_op fop,
         else
             memcpy(c->key.name, name, len);
     }
-    fs_calls_add(fs, 1);
     return call_replayed(c, h->unique) ? NULL : c;
 }
 

@@ -121,6 +121,8 @@ struct reg {
     pthread_cond_t gather_cv;    /* CLOCK_MONOTONIC */
     pthread_cond_t commit_cv;    /* the commit thread waits for a mutation */
     bool commit_started, commit_stop;
+    bool leading;                /* the commit thread is in a batch (reg_quiesce) */
+    pthread_cond_t idle_cv;      /* reg_quiesce waits: no batch queued or led */
     pthread_t commit_th;
     size_t pend_links;           /* queued objects to link: index room kept */
     uint64_t room, pend_bytes;   /* store room for additions, and queued use */

@@ -414,7 +414,11 @@ static void *committer(void *arg)
             pthread_cond_wait(&reg->commit_cv, &reg->wlock);
         if (!reg->qhead)
             break;
+        reg->leading = true;
         lead(reg);
+        reg->leading = false;
+        if (!reg->qhead)
+            pthread_cond_broadcast(&reg->idle_cv);
     }
     pthread_mutex_unlock(&reg->wlock);
     return NULL;
@@ -429,6 +433,14 @@ void mut_stop(struct reg *reg)
     pthread_mutex_unlock(&reg->wlock);
     if (started)
         pthread_join(reg->commit_th, NULL);
+}
+
+void reg_quiesce(struct reg *reg)
+{
+    pthread_mutex_lock(&reg->wlock);
+    while (reg->qhead || reg->leading)
+        pthread_cond_wait(&reg->idle_cv, &reg->wlock);
+    pthread_mutex_unlock(&reg->wlock);
 }
 
 struct mut *mut_new(const struct mut_kind *k, size_t ctx_size)

@@ -190,6 +190,7 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&reg->gather_cv, &ca);
     pthread_cond_init(&reg->commit_cv, NULL);
+    pthread_cond_init(&reg->idle_cv, NULL);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&reg->ev_mu, NULL);
     pthread_cond_init(&reg->ev_cv, NULL);
@@ -232,6 +233,7 @@ void reg_close(struct reg *reg)
     pthread_cond_destroy(&reg->ev_cv);
     pthread_cond_destroy(&reg->gather_cv);
     pthread_cond_destroy(&reg->commit_cv);
+    pthread_cond_destroy(&reg->idle_cv);
     pthread_mutex_destroy(&reg->ev_mu);
     free_all(reg);
     free(reg->keep_free);            /* the slots stay as they are (reg_keep) */

@@ -98,6 +98,12 @@ struct reg;
  * mutation to it before applying it. reg_close() leaves the backend open. */
 int reg_open(struct reg **out, const struct reg_opts *opts);
 void reg_close(struct reg *reg);
+/* Wait until no batch is queued or being committed: every mutation queued
+ * before the call has been committed (or failed), its subscribers have run
+ * and its caller was answered. Stops nothing: whoever wants the registry
+ * to stay idle stops its mutators first (an upgrade in place, DESIGN 13:
+ * then nothing of the registry waits for the kernel any more). */
+void reg_quiesce(struct reg *reg);
 
 /* ---- mutations ----
  * Each returns 0 once committed and applied, or a negative errno (refused:

@@ -29,3 +29,144 @@ Test(upgrade, fifty_sigusr2_under_load_go_unnoticed)
     int st = pclose(p);
     cr_assert(passed && st == 0, "not every upgrade went unnoticed (the reasons above)");
 }
+
+/* ---- the order of an upgrade (cmd/upgrade.h), made to happen ---- */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/takeover_fix.h"
+
+#define DELAY_MS 1500             /* every commit (debug_commit_delay_ms) */
+
+static void setup(void)
+{
+    cr_assert_eq(tx_setup(), 0);
+}
+
+TestSuite(upgrade_order, .init = setup, .fini = tx_teardown, .timeout = 90);
+
+/* A child that opens path now and reads it once a byte comes on *go: the
+ * bytes it read (or none) come back on *out. */
+static pid_t reader(const char *path, int *go, int *out)
+{
+    int g[2], o[2];
+    cr_assert_eq(pipe(g), 0);
+    cr_assert_eq(pipe(o), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        char c, buf[256];
+        int fd = open(path, O_RDONLY);
+        if (fd < 0 || read(g[0], &c, 1) != 1)
+            _exit(1);
+        ssize_t n = read(fd, buf, sizeof(buf));
+        (void)!write(o[1], buf, n > 0 ? (size_t)n : 0);
+        _exit(n > 0 ? 0 : 1);
+    }
+    close(g[0]);
+    close(o[1]);
+    tu_note_pid(pid);
+    tx_keep_pid(pid);
+    *go = g[1];
+    *out = o[0];
+    return pid;
+}
+
+struct call {
+    pid_t pid;
+    int status;
+};
+
+static bool call_done(void *arg)
+{
+    struct call *c = arg;
+    return waitpid(c->pid, &c->status, WNOHANG) == c->pid;
+}
+
+/* A child making one call (exit 0 or its errno). */
+static struct call call_bg(int (*fn)(const char *a, const char *b), const char *a,
+                           const char *b)
+{
+    struct call c = { .pid = fork() };
+    cr_assert_geq(c.pid, 0);
+    if (c.pid == 0)
+        _exit(fn(a, b) == 0 ? 0 : errno);
+    tu_note_pid(c.pid);
+    tx_keep_pid(c.pid);
+    return c;
+}
+
+static int do_symlink(const char *target, const char *path)
+{
+    return symlink(target, path);
+}
+
+static int do_mkdir(const char *path, const char *unused)
+{
+    (void)unused;
+    return mkdir(path, 0755);
+}
+
+static void call_ok(struct call *c, const char *what)
+{
+    cr_assert(tu_wait_for(call_done, c, 4 * DELAY_MS + 5000), "%s never answered", what);
+    tx_forget_pid(c->pid);
+    cr_assert(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0, "%s: %s", what,
+              strerror(WIFEXITED(c->status) ? WEXITSTATUS(c->status) : EINTR));
+}
+
+/* SIGUSR2 while a socket change's commit is under way and a READ of the
+ * instance's `health` (its page locked by the kernel) comes after the
+ * signal: that commit's invalidation of `health` waits for the page. With
+ * the loop stopped first, nobody answered the READ: the commit thread
+ * never returned and the upgrade hung. The loop now serves on until the
+ * registry is idle: the READ is answered, the upgrade completes, and a
+ * mkdir that came after the signal is held and answered by the new image. */
+Test(upgrade_order, sigusr2_while_a_commit_waits_on_a_page_a_read_holds)
+{
+    snprintf(tx_opts, sizeof(tx_opts), "heartbeat=100ms,debug_commit_delay_ms=%d", DELAY_MS);
+    pid_t p = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    cr_assert_eq(tx_sh("mkdir -p csi-node/c/a1"), 0);
+    char health[4200], sock[4200], target[4200], a2[4200];
+    snprintf(health, sizeof(health), "%s/csi-node/c/a1/health", tx_mnt);
+    snprintf(sock, sizeof(sock), "%s/csi-node/c/a1/socket", tx_mnt);
+    snprintf(target, sizeof(target), "%s/a1.sock", tx_dir);
+    snprintf(a2, sizeof(a2), "%s/csi-node/c/a2", tx_mnt);
+    int go, out;
+    pid_t rd = reader(health, &go, &out);
+    tu_sleep_ms(200);                /* open: health is looked up, its page not read */
+    struct call ln = call_bg(do_symlink, target, sock);
+    tu_sleep_ms(200);                /* queued: its commit waits DELAY_MS */
+    cr_assert_eq(kill(p, SIGUSR2), 0);
+    tu_sleep_ms(200);
+    cr_assert_eq(write(go, "x", 1), 1);   /* the READ: after the signal, before the commit */
+    struct call mk = call_bg(do_mkdir, a2, NULL);
+    struct pollfd pf = { .fd = out, .events = POLLIN };
+    cr_assert_eq(poll(&pf, 1, (int)tu_ms(DELAY_MS + 5000)), 1, "the READ was never answered");
+    char got[256] = "";
+    cr_assert_gt(read(out, got, sizeof(got) - 1), 0, "the READ read nothing");
+    cr_assert(hd_wait_ready(&tx_hd, 2, 4 * DELAY_MS + 10000), "the upgrade never completed");
+    cr_assert_eq(waitpid(p, NULL, WNOHANG), 0, "the same process runs");
+    call_ok(&ln, "the symlink queued before the signal");
+    call_ok(&mk, "the mkdir held for the new image");
+    cr_assert(tx_log_has("held for the new image: 1$"), "the mkdir was not held");
+    cr_assert(tx_log_has("took over"), "no takeover by the new image");
+    cr_assert_eq(tx_sh("test \"$(readlink csi-node/c/a1/socket)\" = '%s' && test -d csi-node/c/a2",
+                       target), 0);
+    close(go);
+    close(out);
+    int st;
+    cr_assert_eq(waitpid(rd, &st, 0), rd);
+    tx_forget_pid(rd);
+    tx_kill_reap(p, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt), "SIGTERM after the upgrade unmounts");
+}
