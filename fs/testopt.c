@@ -85,19 +85,23 @@ static int set_stall_reply(const char *val, char *err, size_t errlen)
     return 1;
 }
 
+/* debug_stall_op=: the opcodes of each name (a table at file scope: cflow,
+ * which scripts/check-cycles.sh runs, misreads a function after a local
+ * static initialiser as a definition of the function it calls). */
+static const struct stall_op {
+    const char *name;
+    unsigned op[2];
+} stall_ops[] = {
+    { "mkdir", { FUSE_MKDIR } }, { "rmdir", { FUSE_RMDIR } },
+    { "symlink", { FUSE_SYMLINK } }, { "unlink", { FUSE_UNLINK } },
+    { "rename", { FUSE_RENAME, FUSE_RENAME2 } },
+};
+
 static int set_stall_op(const char *val, char *err, size_t errlen)
 {
-    static const struct {
-        const char *name;
-        unsigned op[2];
-    } ops[] = {
-        { "mkdir", { FUSE_MKDIR } }, { "rmdir", { FUSE_RMDIR } },
-        { "symlink", { FUSE_SYMLINK } }, { "unlink", { FUSE_UNLINK } },
-        { "rename", { FUSE_RENAME, FUSE_RENAME2 } },
-    };
-    for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
-        if (!strcmp(val, ops[k].name)) {
-            memcpy(topt.stall_op, ops[k].op, sizeof(topt.stall_op));
+    for (size_t k = 0; k < sizeof(stall_ops) / sizeof(stall_ops[0]); k++)
+        if (!strcmp(val, stall_ops[k].name)) {
+            memcpy(topt.stall_op, stall_ops[k].op, sizeof(topt.stall_op));
             return 1;
         }
     return snprintf(err, errlen, "debug_stall_op=%s: mkdir, rmdir, symlink, unlink or rename",
