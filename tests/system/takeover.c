@@ -266,6 +266,40 @@ static pid_t statloop(const char *path)
             _exit(1);
 }
 
+/* The children of pid's main thread, as /proc lists them (zombies too). */
+static const char *children(pid_t pid)
+{
+    static char buf[256];
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd < 0 ? 0 : read(fd, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+    return buf;
+}
+
+/* The comm of pid is csifs-notify (fs/helper.c). */
+static bool is_helper(long pid)
+{
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+    FILE *f = fopen(path, "r");
+    if (f && !fgets(comm, sizeof(comm), f))
+        comm[0] = '\0';
+    if (f)
+        fclose(f);
+    return !strcmp(comm, "csifs-notify\n");
+}
+
+/* csifs has one child: its notification helper. */
+static bool one_helper(void *arg)
+{
+    const char *c = children(*(pid_t *)arg), *sp = strchr(c, ' ');
+    return sp && !strchr(sp + 1, ' ') && is_helper(strtol(c, NULL, 10));
+}
+
 Test(takeover, sigusr2_reexecs_with_the_same_pid)
 {
     pid_t p = tx_start(&tx_hd, tx_mnt, tx_state);
@@ -287,12 +321,82 @@ Test(takeover, sigusr2_reexecs_with_the_same_pid)
     cr_assert_geq(tx_hd.reloading, 3, "RELOADING=1 before each");
     cr_assert_eq(waitpid(statloop_pid, NULL, WNOHANG), 0, "a stat failed across an upgrade");
     cr_assert(tx_log_has("upgrade: executing csifs again"));
+    cr_assert(tu_wait_for(one_helper, &p, 5000), "the old images' helpers are not reaped: %s",
+              children(p));
     tx_kill_reap(statloop_pid, SIGKILL);
     tx_kill_reap(p, SIGTERM);
     cr_assert(!tx_is_mount_root(tx_mnt), "SIGTERM after an upgrade unmounts");
     cr_assert_eq(hd_nfds(&tx_hd), 0, "and leaves nothing in the fd store");
 }
 
+
+static bool helper_stuck(void *arg)
+{
+    long h = tu_child_of(*(pid_t *)arg);
+    return h > 0 && is_helper(h) && tu_thread_in_d(h, "fuse_reverse_inval_entry");
+}
+
+/* gone, or a zombie (reparented: reaped by whoever adopted it) */
+static bool dead(void *arg)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", *(long *)arg);
+    FILE *f = fopen(path, "r");
+    bool alive = f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')') &&
+                 strrchr(buf, ')')[2] != 'Z';
+    if (f)
+        fclose(f);
+    return !alive;
+}
+
+/* A notification blocked on a directory lock on purpose: the held mkdir's
+ * caller keeps csi-node's lock (debug_hold=mkdir) and the inval_entry of
+ * csi-node/x waits for it in the helper (debug_hold_inval). The SIGKILLed
+ * csifs is reaped at once all the same; the successor takes over, answers
+ * the resent mkdir, and the old helper's write returns: it dies. */
+Test(takeover, a_kill_with_a_notification_stuck_on_a_lock_is_reaped_at_once)
+{
+    snprintf(tx_opts, sizeof(tx_opts), "heartbeat=100ms,debug_hold=mkdir,debug_hold_inval");
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t mk = fork();
+    cr_assert_geq(mk, 0);
+    if (mk == 0) {
+        int e = mkdir(tu_path(tx_mnt, "csi-node/x"), 0755) == 0 ? 0 : errno;
+        (void)!write(p[1], &e, sizeof(e));
+        _exit(0);
+    }
+    close(p[1]);
+    tu_note_pid(mk);
+    tx_keep_pid(mk);
+    cr_assert(tu_wait_for(helper_stuck, &p1, 5000), "the helper is not stuck on the lock");
+    long helper = tu_child_of(p1);
+    int64_t t0 = tu_now_ms();
+    cr_assert_eq(kill(p1, SIGKILL), 0);
+    cr_assert(hd_reap(p1, 1000), "the killed csifs was not reaped: its helper holds it");
+    int64_t took = tu_now_ms() - t0;
+    tx_forget_pid(p1);
+    cr_assert(tu_thread_in_d(helper, "fuse_reverse_inval_entry"), "the helper is still stuck");
+    snprintf(tx_opts, sizeof(tx_opts), "heartbeat=100ms");
+    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "the successor sent no READY=1");
+    struct pollfd pf = { .fd = p[0], .events = POLLIN };
+    cr_assert_eq(poll(&pf, 1, (int)tu_ms(5000)), 1, "the held mkdir still waits");
+    int e = -1;
+    cr_assert_eq(read(p[0], &e, sizeof(e)), (ssize_t)sizeof(e));
+    cr_assert_eq(e, 0, "the resent mkdir: %s", strerror(e));
+    close(p[0]);
+    cr_assert(tu_wait_for(dead, &helper, 5000), "the old helper never died");
+    cr_assert(tu_wait_for(one_helper, &p2, 5000), "the successor has no helper of its own");
+    cr_assert_eq(tx_sh("test -d csi-node/x && rmdir csi-node/x && ! test -e csi-node/x"), 0);
+    tx_kill_reap(p2, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt), "SIGTERM unmounts");
+    cr_assert_eq(hd_nfds(&tx_hd), 0, "and leaves nothing in the fd store");
+    cr_log_info("reaped %lld ms after SIGKILL", (long long)took);
+}
 
 static bool exists(void *arg)
 {
