@@ -96,7 +96,7 @@ CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/flo
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
-VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry events events_ring store store_crash store_refuse),$(UNIT_TESTS))
+VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry keep events events_ring store store_crash store_refuse),$(UNIT_TESTS))
 
 .PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress install uninstall clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).

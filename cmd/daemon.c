@@ -205,24 +205,6 @@ static void check_handed(struct run *r)
     drop_fds();
 }
 
-#define LOCK_WAIT_MS 5000            /* the predecessor's exit frees csifs.lock */
-
-/* A handed connection: the lock is its predecessor's until it is reaped. */
-static int wait_lock(const char *state, char *err, size_t errlen)
-{
-    struct store_holder h;
-    int64_t end = csifs_mono_ms() + LOCK_WAIT_MS;
-    while (store_lock_holder(state, &h) == 1) {
-        if (csifs_mono_ms() > end) {
-            snprintf(err, errlen, "%s: state dir still locked by pid %ld", state, h.pid);
-            return -EBUSY;
-        }
-        struct timespec ts = { 0, 2 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-    return 0;
-}
-
 /* After fs_attach: replay INIT, then tell the kernel what it holds may be
  * stale, and to send again what the predecessor read and did not answer. */
 static int take_over(struct run *r, char *err, size_t errlen)
@@ -396,6 +378,7 @@ static int serve(struct run *r)
     struct cl_pub *pub = NULL;
     struct cl_view *view = NULL;
     raise_nofile();
+    fs_helper_start(r->fs);          /* before the lock file and the store (DESIGN 13) */
     int64_t t0 = csifs_mono_us();
     /* main() ran store_check_forked on the state dir (store.h) */
     int rc = store_open(&st, o->state, (o->nosync ? STORE_NOSYNC : 0) | STORE_CHECKED, err,
@@ -571,7 +554,7 @@ int csifs_daemon_run(struct csifs_opts *o)
     }
     /* with a handed connection the old mount is never probed, unmounted
      * nor aborted (DESIGN 13): its holder is waited for */
-    rc = r.takeover ? wait_lock(o->state, err, sizeof(err))
+    rc = r.takeover ? csifs_state_wait(o->state, err, sizeof(err))
                     : csifs_state_recover(o->state, o->mountpoint, false, err, sizeof(err));
     if (rc == 0)
         rc = store_check_forked(o->state, err, sizeof(err));   /* no thread yet */

@@ -1,6 +1,7 @@
 /* Recovering a wedged holder's state dir. See recover.h. */
 #include "cmd/recover.h"
 #include "cmd/mountpoint.h"
+#include "base/defaults.h"
 #include "base/log.h"
 #include "registry/store.h"
 
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #define LOCK_WAIT_MS 4000            /* the zombie exits once its thread is freed */
+#define TAKEOVER_WAIT_MS 5000        /* the predecessor's exit frees csifs.lock */
 
 /* 'Z' for a zombie, another state letter, or 0 when there is no such process. */
 static char proc_state(long pid)
@@ -87,4 +89,19 @@ int csifs_state_recover(const char *state, const char *mnt, bool fuse_fd_handed,
     snprintf(err, errlen, "%s: state dir still locked by pid %ld (%s) after aborting its "
              "connection", state, h.pid, s ? "a zombie" : "dead");
     return -EBUSY;
+}
+
+int csifs_state_wait(const char *state, char *err, size_t errlen)
+{
+    struct store_holder h;
+    int64_t end = csifs_mono_ms() + TAKEOVER_WAIT_MS;
+    while (store_lock_holder(state, &h) == 1) {
+        if (csifs_mono_ms() > end) {
+            snprintf(err, errlen, "%s: state dir still locked by pid %ld", state, h.pid);
+            return -EBUSY;
+        }
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
 }

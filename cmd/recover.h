@@ -20,5 +20,9 @@
 
 int csifs_state_recover(const char *state, const char *mnt, bool fuse_fd_handed, char *err,
                         size_t errlen);
+/* With a handed connection (a takeover, DESIGN 13): wait (5 s at most) for
+ * the lock of state, its predecessor's until that one is reaped. 0, or
+ * -EBUSY with err set. */
+int csifs_state_wait(const char *state, char *err, size_t errlen);
 
 #endif

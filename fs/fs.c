@@ -143,6 +143,7 @@ int fs_session(struct fs **out, const struct fs_opts *o)
         return -ENOMEM;
     }
     fs->has_registrar = o->has_registrar;
+    fs->helper_fd = -1;
     fs->on_init = o->on_init;
     fs->on_init_arg = o->on_init_arg;
     fs->gid = o->registrar_gid;
@@ -273,6 +274,7 @@ void fs_destroy(struct fs *fs)
     if (!fs)
         return;
     fs_inval_stop(fs);
+    fs_helper_stop(fs);
     fs_fh_release_all(fs);           /* files the connection ended with (node.h) */
     pthread_mutex_destroy(&fs->fh_mu);
     pthread_cond_destroy(&fs->calls_cv);

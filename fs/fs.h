@@ -114,6 +114,13 @@ unsigned fs_polled(struct fs *fs, uint64_t *kh, unsigned cap);
 /* Mount on a handed fd: fuse_session_mount(se, "/dev/fd/N"); nothing is
  * mounted, and fs_unmount leaves the mount alone. -EIO. */
 int fs_session_mount_fd(struct fs *fs, int fd);
+/* Once mounted, before the lock file and the store are opened and before
+ * fs_attach: fork the notification helper, a process holding only the
+ * /dev/fuse fd, which writes the notifications that can wait on a
+ * directory lock (entry invalidations), so that a SIGKILLed csifs is
+ * reaped at once (fs/helper.c says how). Without one (a failed fork:
+ * logged, -errno) the notifier thread writes them itself. */
+int fs_helper_start(struct fs *fs);
 
 /* Unmount and close the connection now: requests still waiting on the mount
  * fail instead of hanging. The fs stays valid (notifications become no-ops)

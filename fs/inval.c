@@ -34,7 +34,8 @@ struct fs_inval {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct entry_job *head, **tail;
-    bool stop;
+    bool stop;                       /* under mu, read by send_entry (atomic) */
+    bool helper_lost;                /* logged once (the notifier's own) */
     pthread_t th;
     struct poller *pollers;
 };
@@ -46,9 +47,10 @@ void fs_inval_share_fd(bool share)
     share_fd = share;
 }
 
-/* Give this thread a table of one fd: at the session fd's number, a clone
- * of the connection (FUSE_DEV_IOC_CLONE), which libfuse's notify calls then
- * write to. Why: a notification can block in the kernel on a directory lock
+/* Without the notification helper (fs/helper.c: a failed fork, or fs/
+ * without cmd/): give this thread a table of one fd: at the session fd's
+ * number, a clone of the connection (FUSE_DEV_IOC_CLONE), which libfuse's
+ * notify calls then write to. Why: a notification can block in the kernel on a directory lock
  * held by a caller whose request a worker read. If the process is killed
  * then, the workers' /dev/fuse is closed as soon as they are gone -- its
  * unanswered requests end with ECONNABORTED, the caller drops the lock, this
@@ -74,11 +76,32 @@ static int private_fd(struct fs *fs)
     return rc;
 }
 
+/* j through the helper (fs/helper.c), waiting while its pipe is full
+ * unless asked to stop; else, or if it died, in this thread. */
+static void send_entry(struct fs *fs, struct fs_inval *v, const struct entry_job *j)
+{
+    int rc = -ENOTCONN;
+    while (!share_fd && (rc = fs_helper_inval_entry(fs, j->parent, j->name)) == -EAGAIN &&
+           !__atomic_load_n(&v->stop, __ATOMIC_ACQUIRE)) {
+        struct pollfd p = { .fd = fs->helper_fd, .events = POLLOUT };
+        poll(&p, 1, 100);
+    }
+    if (rc == -EPIPE && !v->helper_lost) {
+        v->helper_lost = true;
+        csifs_log(LOG_WARNING, "notifier: the notification helper is gone: writing "
+                  "notifications itself (a kill may wait for the kernel)");
+    }
+    if (rc == -ENOTCONN || rc == -EPIPE)
+        /* -ENOENT: the kernel had nothing cached; nothing to do. */
+        fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
+}
+
 static void *notifier(void *arg)
 {
     struct fs *fs = arg;
     struct fs_inval *v = fs->inval;
-    int rc = share_fd ? 0 : private_fd(fs);
+    /* with the helper, this thread writes only to its pipe */
+    int rc = share_fd || fs->helper_fd >= 0 ? 0 : private_fd(fs);
     if (rc < 0)
         csifs_log(LOG_WARNING, "notifier: no private /dev/fuse clone (%s): a kill may wedge "
                 "the mount", strerror(-rc));
@@ -93,8 +116,7 @@ static void *notifier(void *arg)
         if (!v->head)
             v->tail = &v->head;
         pthread_mutex_unlock(&v->mu);
-        /* -ENOENT: the kernel had nothing cached; nothing to do. */
-        fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
+        send_entry(fs, v, j);
         free(j);
         pthread_mutex_lock(&v->mu);
     }
@@ -126,7 +148,7 @@ void fs_inval_stop(struct fs *fs)
     if (!v)
         return;
     pthread_mutex_lock(&v->mu);
-    v->stop = true;
+    __atomic_store_n(&v->stop, true, __ATOMIC_RELEASE);
     pthread_cond_signal(&v->cv);
     pthread_mutex_unlock(&v->mu);
     pthread_join(v->th, NULL);

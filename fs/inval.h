@@ -6,9 +6,12 @@
  *     directory listings) synchronously, in the thread of the change: it
  *     takes no inode lock, so it is safe inside a request handler;
  *   - entry invalidation (a name that went away) from the notifier thread,
- *     because from inside a handler it can deadlock the mount. Until it
- *     runs, the stale name's inode answers ENOENT (its attributes were
- *     dropped synchronously), so no process sees a stale value.
+ *     because from inside a handler it can deadlock the mount; the
+ *     notifier hands it to the notification helper process (fs/helper.c),
+ *     which writes it to the connection, since it may wait on a directory
+ *     lock in the kernel. Until it runs, the stale name's inode answers
+ *     ENOENT (its attributes were dropped synchronously), so no process
+ *     sees a stale value.
  * Also wakes poll() on attribute files (sysfs style).
  */
 #ifndef CSIFS_INVAL_H
@@ -21,7 +24,8 @@ void fs_inval_stop(struct fs *fs);
 /* From the registry subscriber: invalidate what c may have made stale. */
 void fs_inval_change(struct fs *fs, const struct reg_change *c);
 /* Test-only (debug_notifier_shared_fd): the notifier writes through the
- * process's own /dev/fuse fd instead of a private clone (see inval.c). */
+ * process's own /dev/fuse fd instead of the helper or a private clone (see
+ * inval.c). */
 void fs_inval_share_fd(bool share);
 /* Invalidate an inode the kernel holds, in this thread (never under a lock
  * a FUSE handler takes). */

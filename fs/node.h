@@ -85,6 +85,11 @@ struct fs {
     uint32_t init_cap, *init_len;
     bool handover;               /* fhs and init are the handover memory */
     bool takeover;               /* and they hold a predecessor's */
+    /* the notification helper (helper.c): its pipe (-1 none), pid, and the
+     * connection it holds */
+    int helper_fd;
+    pid_t helper_pid;
+    unsigned helper_conn;
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
@@ -248,5 +253,13 @@ struct fs_fh *fs_fh_released(struct fs *fs, uint64_t token);
 /* The kernel's poll handle id of an open file (woken after a takeover). */
 void fs_fh_note_kh(struct fs *fs, const struct fs_fh *h, uint64_t kh);
 unsigned fs_fh_polled(struct fs *fs, uint64_t *kh, unsigned cap);
+
+/* The notification helper (helper.c; fs.h fs_helper_start). inval_entry:
+ * hand it parent/name's FUSE_NOTIFY_INVAL_ENTRY (never blocks): 0,
+ * -EAGAIN (its pipe is full), -ENOTCONN (no helper), -EPIPE (it died).
+ * stop (fs_destroy, after the notifier): end of file, wait for its exit;
+ * one stuck on a lock no one will release has its connection aborted. */
+int fs_helper_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name);
+void fs_helper_stop(struct fs *fs);
 
 #endif

@@ -34,6 +34,7 @@ struct call {
     fuse_ino_t ino;                  /* the request's nodeid (setattr: the node) */
     size_t size;                     /* write */
     struct reg_ring_key key;         /* its mutation's, for the ring (DESIGN 13) */
+    bool resent;                     /* FUSE_UNIQUE_RESEND: sent again after a takeover */
     char name[];                     /* mkdir, rmdir, symlink, unlink: the child; rename: the link */
 };
 
@@ -92,7 +93,8 @@ static struct call *call_open(fuse_req_t req, enum fs_op fop,
     const struct fs_serve_hdr *h = fs_serve_hdr();
     *c = (struct call){ .req = req, .fs = fs, .answer = answer, .ino = h->nodeid, .size = size,
                         .key = { .unique = h->unique & ~FS_UNIQUE_RESEND, .parent = h->nodeid,
-                                 .opcode = h->opcode } };
+                                 .opcode = h->opcode },
+                        .resent = h->unique & FS_UNIQUE_RESEND };
     if (name) {
         memcpy(c->name, name, len);
         if (len > sizeof(c->key.name))
@@ -108,7 +110,7 @@ static struct call *call_open(fuse_req_t req, enum fs_op fop,
 static void call_done(void *arg, int rc)
 {
     struct call *c = arg;
-    fs_testopt_before_reply();
+    fs_testopt_before_reply(c->key.opcode, rc, true);
     c->answer(c, rc);
     call_free(c);
 }
@@ -130,6 +132,7 @@ static void call_end(struct call *c, int rc)
         fs_serve_handed_off();       /* the commit thread answers */
         return;
     }
+    fs_testopt_before_reply(c->key.opcode, rc, false);
     c->answer(c, rc);
     call_free(c);
 }
@@ -174,6 +177,47 @@ static int check_target(const char *target)
     return 0;
 }
 
+/* Pending links and a takeover (DESIGN 13): the symlink or unlink of a
+ * pending link commits nothing, so the ring cannot answer it when it comes
+ * again (FUSE_UNIQUE_RESEND) after its predecessor did it and died before
+ * its answer; the memfd kept the link as that predecessor left it. Only a
+ * resent request is answered from what it finds (a fresh one keeps its
+ * errors, DESIGN 5), and the log says so. */
+static void call_resend_note(const struct call *c, const char *what)
+{
+    csifs_log(LOG_INFO, "resent request %llu (opcode %u, %s): %s before the takeover: "
+              "answered with success", (unsigned long long)c->key.unique, c->key.opcode,
+              c->name, what);
+}
+
+/* A resent symlink that finds its own pending link (same instance, name
+ * and target) made it: it succeeds with its entry, not EEXIST. */
+static bool symlink_made(const struct call *c, const struct fs_node *n, const char *target)
+{
+    struct pending_link l;
+    if (!c->resent || n->kind != K_PENDING || pending_get(&c->fs->pend, n->pending, &l) < 0 ||
+        strcmp(l.target, target))
+        return false;
+    call_resend_note(c, "its pending link was made");
+    return true;
+}
+
+/* A resent unlink of a name that is not in its instance dir: under a
+ * valid name other than `socket` (whose unlink commits: the ring answers
+ * it) only a pending link can be missing there (attributes and stats are
+ * always there). The kernel looked the name up before the request and
+ * holds the dir's lock until the answer, so the link was there and this
+ * request removed it (or it expired since): 0, not ENOENT. */
+static bool unlink_done(const struct call *c, const struct fs_node *dir, const char *name)
+{
+    bool gone = c->resent && fs_kinds[dir->kind].may_hold_links &&
+                strcmp(name, fs_kinds[K_SOCKET].name) && reg_name_check(name) == 0;
+    csifs_why_clear();               /* a bad name stays ENOENT, with no why */
+    if (gone)
+        call_resend_note(c, "its pending link was removed");
+    return gone;
+}
+
 void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
     struct call *c = call_open(req, FS_OP_SYMLINK, answer_child, name, 0);
@@ -182,17 +226,20 @@ void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const 
     struct fs *fs = c->fs;
     struct fs_node n;
     struct pending_link l;
+    bool made = false;
     int rc = fs_resolve(fs, parent, &c->dir);
     if (rc == 0 && !fs_kinds[c->dir.kind].may_hold_links)
         rc = -EPERM;
-    if (rc == 0 && fs_child(fs, &c->dir, name, &n) == 0)
-        rc = -EEXIST;
-    if (rc == 0)
+    if (rc == 0 && fs_child(fs, &c->dir, name, &n) == 0) {
+        made = symlink_made(c, &n, target);   /* then answered with its entry */
+        rc = made ? 0 : -EEXIST;
+    }
+    if (rc == 0 && !made)
         rc = check_target(target);
     call_begin(c);
-    if (rc == 0 && !strcmp(name, fs_kinds[K_SOCKET].name))
+    if (rc == 0 && !made && !strcmp(name, fs_kinds[K_SOCKET].name))
         rc = reg_socket_set(fs->reg, c->dir.r.seq, target);
-    else if (rc == 0 && (rc = reg_name_check(name)) == 0)
+    else if (rc == 0 && !made && (rc = reg_name_check(name)) == 0)
         rc = pending_add(&fs->pend, c->dir.r.seq, name, target, &l);
     call_end(c, rc);
 }
@@ -204,11 +251,12 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     struct fs *fs = c->fs;
     struct fs_node dir, n;
+    bool done = false;
     int rc = fs_resolve(fs, parent, &dir);
-    if (rc == 0)
-        rc = fs_child(fs, &dir, name, &n);
+    if (rc == 0 && (rc = fs_child(fs, &dir, name, &n)) == -ENOENT)
+        rc = (done = unlink_done(c, &dir, name)) ? 0 : rc;
     call_begin(c);
-    if (rc == 0) {
+    if (rc == 0 && !done) {
         const struct fs_kind_def *k = &fs_kinds[n.kind];
         rc = k->unlink ? k->unlink(fs, &n, name) : k->fmt == S_IFDIR ? -EISDIR : -EPERM;
     }

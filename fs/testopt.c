@@ -12,12 +12,13 @@
 #include "fs/inval.h"
 #include "base/log.h"
 
-#include <stdbool.h>
+#include <linux/fuse.h>
 
 static struct {
     bool hold_mkdir, hold_inval;
     int held;                        /* requests held so far (atomic) */
     char stall_reply[256];           /* debug_stall_reply's FILE, "" without */
+    unsigned stall_op[2];            /* debug_stall_op's opcodes, 0 without */
 } topt;
 static struct fuse_lowlevel_ops orig;
 
@@ -33,12 +34,15 @@ static void hold_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
     /* req is never answered nor freed: the test kills the process */
 }
 
-void fs_testopt_before_reply(void)
+void fs_testopt_before_reply(unsigned op, int rc, bool committed)
 {
     if (!topt.stall_reply[0])
         return;
-    csifs_log(LOG_WARNING, "debug_stall_reply: committed, never answering (%s)",
-              topt.stall_reply);
+    if (topt.stall_op[0] ? rc != 0 || (op != topt.stall_op[0] && op != topt.stall_op[1])
+                         : !committed)
+        return;
+    csifs_log(LOG_WARNING, "debug_stall_reply: %s opcode %u, never answering (%s)",
+              committed ? "committed" : "done without a commit", op, topt.stall_reply);
     int fd = open(topt.stall_reply, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0)
         close(fd);
@@ -81,11 +85,35 @@ static int set_stall_reply(const char *val, char *err, size_t errlen)
     return 1;
 }
 
+/* debug_stall_op=: the opcodes of each name (a table at file scope: cflow,
+ * which scripts/check-cycles.sh runs, misreads a function after a local
+ * static initialiser as a definition of the function it calls). */
+static const struct stall_op {
+    const char *name;
+    unsigned op[2];
+} stall_ops[] = {
+    { "mkdir", { FUSE_MKDIR } }, { "rmdir", { FUSE_RMDIR } },
+    { "symlink", { FUSE_SYMLINK } }, { "unlink", { FUSE_UNLINK } },
+    { "rename", { FUSE_RENAME, FUSE_RENAME2 } },
+};
+
+static int set_stall_op(const char *val, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < sizeof(stall_ops) / sizeof(stall_ops[0]); k++)
+        if (!strcmp(val, stall_ops[k].name)) {
+            memcpy(topt.stall_op, stall_ops[k].op, sizeof(topt.stall_op));
+            return 1;
+        }
+    return snprintf(err, errlen, "debug_stall_op=%s: mkdir, rmdir, symlink, unlink or rename",
+                    val), -EINVAL;
+}
+
 static const struct topt_row rows[] = {
     { "debug_hold=", set_hold },
     { "debug_hold_inval", set_hold_inval },
     { "debug_notifier_shared_fd", set_shared_fd },
     { "debug_stall_reply=", set_stall_reply },
+    { "debug_stall_op=", set_stall_op },
 };
 
 int fs_testopt_parse(const char *opt, char *err, size_t errlen)
@@ -123,8 +151,9 @@ void fs_testopt_wrap(struct fuse_lowlevel_ops *ops)
     (void)ops;
 }
 
-void fs_testopt_before_reply(void)
+void fs_testopt_before_reply(unsigned op, int rc, bool committed)
 {
+    (void)op, (void)rc, (void)committed;
 }
 
 #endif

@@ -15,6 +15,12 @@
  *                      commit that holds a FUSE request, before answering
  *                      it, once it has created FILE (the test then kills
  *                      csifs: the change must be durable)
+ *   debug_stall_op=OP  with debug_stall_reply: the stall waits instead for
+ *                      the first request of OP (mkdir, rmdir, symlink,
+ *                      unlink or rename) that succeeded, committed or not:
+ *                      on the FUSE thread before the answer of one that
+ *                      committed nothing (the symlink or unlink of a
+ *                      pending link), on the commit thread otherwise
  *   debug_notifier_shared_fd
  *                      the notifier writes through the process's own
  *                      /dev/fuse fd, not its private clone: a SIGKILL then
@@ -24,6 +30,7 @@
 #define CSIFS_TESTOPT_H
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* opt is one -o option. 0: not a test option; 1: taken; -EINVAL: a test
@@ -31,8 +38,10 @@
 int fs_testopt_parse(const char *opt, char *err, size_t errlen);
 /* Wrap the handlers the options given act on (nothing without them). */
 void fs_testopt_wrap(struct fuse_lowlevel_ops *ops);
-/* On the commit thread, after a commit and before the answer to a request
- * it holds: debug_stall_reply stops here. Nothing otherwise. */
-void fs_testopt_before_reply(void);
+/* Before the answer rc to a mutating request of FUSE opcode op: on the
+ * commit thread after the commit that held it (committed), or on the FUSE
+ * thread for one that committed nothing. debug_stall_reply stops here.
+ * Nothing otherwise. */
+void fs_testopt_before_reply(unsigned op, int rc, bool committed);
 
 #endif

@@ -76,7 +76,25 @@ struct kubelet {
     struct tk_named *inh, *kept;
     size_t ninh, nkept;
     bool keep;
+    /* The verdicts kept for a successor (verdicts.c): the memfd (-1 none),
+     * what a predecessor kept in it ("\n"-led lines, or NULL), and the
+     * lock of its writers, taken before mu. */
+    int vfd;
+    char *saved;
+    pthread_mutex_t save_mu;
 };
+
+/* verdicts.c. Its name in the fd store: no provider we serve starts with a
+ * dot. open: at start (before the threads), take the handed memfd out of
+ * k->inh and read it, or make one and store it. take: the saved verdict of
+ * prov into v, true if there is one (worker). save: rewrite it from the
+ * table (no lock held). close: at stop, with keep into k->kept for the next
+ * image, else closed and out of the store. */
+#define KUB_FD_VERDICTS TK_FD_KUBELET ".verdicts"
+void kv_open(struct kubelet *k);
+bool kv_take(struct kubelet *k, const char *prov, char *v, size_t cap);
+void kv_save(struct kubelet *k);
+void kv_close(struct kubelet *k, bool keep);
 
 /* The entry of plugin, or NULL; with k->mu held. */
 struct kentry *kub_find(struct kubelet *k, const char *plugin);

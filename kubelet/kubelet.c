@@ -93,8 +93,10 @@ void kub_verdict(struct ksrv *s, bool registered, const char *error)
     if (ours)
         snprintf(e->state, sizeof(e->state), "%s", v);
     pthread_mutex_unlock(&k->mu);
-    if (ours)
+    if (ours) {
+        kv_save(k);
         kub_report(k, s->plugin, v);
+    }
 }
 
 void kub_server_gone(struct kubelet *k)
@@ -136,6 +138,8 @@ int kubelet_start(struct kubelet **out, const struct kubelet_opts *o, char *err,
     snprintf(k->mnt, sizeof(k->mnt), "%s", o->mountpoint);
     k->reg = o->reg;
     pthread_mutex_init(&k->mu, NULL);
+    pthread_mutex_init(&k->save_mu, NULL);
+    kv_open(k);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -180,6 +184,7 @@ static void stop(struct kubelet *k, bool keep, struct tk_named **out, size_t *n)
         kub_wake(k);
     if (k->have_worker)              /* it alone made servers; it closed them */
         pthread_join(k->worker, NULL);
+    kv_close(k, keep);
     if (keep) {
         *out = k->kept;
         *n = k->nkept;
@@ -211,6 +216,7 @@ static void stop(struct kubelet *k, bool keep, struct tk_named **out, size_t *n)
         close(k->efd);
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
+    pthread_mutex_destroy(&k->save_mu);
     free(k->e);
     free(k);
 }

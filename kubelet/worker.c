@@ -67,7 +67,7 @@ static void decide(struct kubelet *k, struct kentry *e, const char *prov, struct
  * store when it is still there, else a fresh one, put in the store. Its
  * verdict into v. */
 static struct ksrv *open_one(struct kubelet *k, const char *plugin, const char *prov,
-                             const char *path, char *v, size_t cap)
+                             const char *path, char *v, size_t cap, bool *adopted)
 {
     char why[KUB_STATE_MAX - 8], name[sizeof(k->inh->name)];
     int lfd;
@@ -87,6 +87,7 @@ static struct ksrv *open_one(struct kubelet *k, const char *plugin, const char *
         csifs_log(LOG_WARNING, "kubelet: %s: not kept in the fd store: %s (a restart "
                   "registers it again)", path, strerror(-src));
     snprintf(v, cap, rc == 0 ? "waiting" : "error: %s", why);
+    *adopted = rc == 0 && !fresh;
     return rc == 0 ? s : NULL;
 }
 
@@ -107,13 +108,18 @@ static void update(struct kubelet *k, const char *plugin)
     if (st.close)
         ks_close(st.close);
     if (st.open) {
-        struct ksrv *s = open_one(k, plugin, prov, st.path, v, sizeof(v));
+        bool adopted;
+        struct ksrv *s = open_one(k, plugin, prov, st.path, v, sizeof(v), &adopted);
+        if (adopted && kv_take(k, prov, v, sizeof(v)))
+            snprintf(before, sizeof(before), "%s", v);   /* as the kubelet last saw it */
         pthread_mutex_lock(&k->mu);
         e = kub_find(k, plugin);     /* entries are never removed */
         e->srv = s;
         snprintf(e->state, sizeof(e->state), "%s", v);
         pthread_mutex_unlock(&k->mu);
     }
+    if (st.close || st.open)
+        kv_save(k);
     if (strcmp(before, v))
         kub_report(k, plugin, v);
 }

@@ -427,33 +427,3 @@ int reg_attr_store(struct reg *reg, uint64_t inst, enum reg_attr attr,
     m->obj = &i->o;
     return mut_submit(reg, m);
 }
-
-/* ---- the ring of committed requests (registry.h, DESIGN 13) ---- */
-
-static _Thread_local struct reg_ring_key ring_key;   /* unique 0: none */
-
-void reg_ring_set(const struct reg_ring_key *k)
-{
-    if (k)
-        ring_key = *k;
-    else
-        ring_key.unique = 0;
-}
-
-void mut_ring_take(struct store_ring_rec *r)
-{
-    r->key.unique = 0;
-    if (!ring_key.unique)
-        return;
-    r->key = ring_key;
-    r->rc = 0;                       /* a mutation commits, or fails with its batch */
-    ring_key.unique = 0;
-}
-
-int reg_ring_find(struct reg *reg, const struct reg_ring_key *k, int *rc)
-{
-    const struct reg_backend *be = reg->opts.backend;
-    if (!be || !be->ring_find)
-        return -ENOTSUP;
-    return be->ring_find(be->ctx, k, rc);
-}

@@ -1,6 +1,6 @@
-/* The store's records: CRC32, keys, the value header, protobuf packing and
- * the checks every record passes on its own (layout in store_int.h and
- * proto/registry.proto). */
+/* The store's records: CRC32, keys, the value header and protobuf packing
+ * (layout in store_int.h and proto/registry.proto); the walk over them that
+ * checks each on its own: store_scan.c. */
 #include "registry/store_int.h"
 
 #include <errno.h>
@@ -142,11 +142,6 @@ void store_key_inst(MDB_val *key, char *buf, enum reg_type type, const char *plu
 void store_key_v1(MDB_val *key, char *buf, enum reg_type type, const char *plugin)
 {
     key_fmt(key, buf, "", type, plugin, NULL);
-}
-
-static bool key_eq(const MDB_val *a, const MDB_val *b)
-{
-    return a->mv_size == b->mv_size && !memcmp(a->mv_data, b->mv_data, a->mv_size);
 }
 
 /* ---- values ---- */
@@ -299,7 +294,7 @@ int store_read_version(MDB_txn *txn, MDB_dbi dbi, int *version, const char *file
         char buf[12];
         MDB_val want;
         store_version_val(v, &want, buf);
-        if (key_eq(&val, &want)) {
+        if (store_key_eq(&val, &want)) {
             *version = v;
             return 0;
         }
@@ -312,15 +307,11 @@ int store_read_version(MDB_txn *txn, MDB_dbi dbi, int *version, const char *file
 
 /* ---- conversions ---- */
 
-static const char *str(const char *s)
-{
-    return s ? s : "";
-}
 
 void store_plugin_from_pb(const Csifs__Store__Plugin *m, struct store_plugin *p)
 {
     p->type = (enum reg_type)m->type;
-    p->name = str(m->name);
+    p->name = store_str(m->name);
     p->seq = m->seq;
     p->registered_ns = m->registered_ns;
     p->current = m->current;
@@ -330,21 +321,21 @@ void store_inst_from_pb(const Csifs__Store__Instance *m, struct store_inst *i)
 {
     memset(i, 0, sizeof(*i));
     i->type = (enum reg_type)m->type;
-    i->plugin = str(m->plugin);
-    i->alloc = str(m->alloc);
+    i->plugin = store_str(m->plugin);
+    i->alloc = store_str(m->alloc);
     i->seq = m->seq;
     i->registered_ns = m->registered_ns;
-    i->socket = str(m->socket);
+    i->socket = store_str(m->socket);
     i->ready = m->ready;
     const Csifs__Store__Fingerprint *f = m->fp;
-    i->fp.provider = str(f ? f->provider : NULL);
-    i->fp.version = str(f ? f->version : NULL);
-    i->fp.nodeid = str(f ? f->nodeid : NULL);
+    i->fp.provider = store_str(f ? f->provider : NULL);
+    i->fp.version = store_str(f ? f->version : NULL);
+    i->fp.nodeid = store_str(f ? f->nodeid : NULL);
     i->fp.max_volumes = f ? f->max_volumes : 0;
-    i->fp.topology = str(f ? f->topology : NULL);
-    i->fp.capabilities = str(f ? f->capabilities : NULL);
-    i->mount_point = str(m->mount_point);
-    i->container_mount_point = str(m->container_mount_point);
+    i->fp.topology = store_str(f ? f->topology : NULL);
+    i->fp.capabilities = store_str(f ? f->capabilities : NULL);
+    i->mount_point = store_str(m->mount_point);
+    i->container_mount_point = store_str(m->container_mount_point);
 }
 
 void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
@@ -357,152 +348,22 @@ void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
     m->alloc = (char *)i->alloc;
     m->seq = i->seq;
     m->registered_ns = i->registered_ns;
-    m->socket = (char *)str(i->socket);
+    m->socket = (char *)store_str(i->socket);
     m->ready = i->ready;
-    fp->provider = (char *)str(i->fp.provider);
-    fp->version = (char *)str(i->fp.version);
-    fp->nodeid = (char *)str(i->fp.nodeid);
+    fp->provider = (char *)store_str(i->fp.provider);
+    fp->version = (char *)store_str(i->fp.version);
+    fp->nodeid = (char *)store_str(i->fp.nodeid);
     fp->max_volumes = i->fp.max_volumes;
-    fp->topology = (char *)str(i->fp.topology);
-    fp->capabilities = (char *)str(i->fp.capabilities);
+    fp->topology = (char *)store_str(i->fp.topology);
+    fp->capabilities = (char *)store_str(i->fp.capabilities);
     if (*fp->provider || *fp->version || *fp->nodeid || fp->max_volumes || *fp->topology ||
         *fp->capabilities)
         m->fp = fp;
-    m->mount_point = (char *)str(i->mount_point);
-    m->container_mount_point = (char *)str(i->container_mount_point);
+    m->mount_point = (char *)store_str(i->mount_point);
+    m->container_mount_point = (char *)store_str(i->container_mount_point);
 }
 
 /* ---- checks of one record ---- */
-
-/* msg when v is not a valid writable attribute value, else NULL. */
-static const char *check_value(const char *msg, const char *v)
-{
-    return strlen(v) > REG_VALUE_MAX || strchr(v, '\n') ? msg : NULL;
-}
-
-/* The fields of an instance that both schema versions share. */
-static const char *check_inst(const char *alloc, const char *socket, const char *mp,
-                              const char *cmp)
-{
-    if (reg_name_check(alloc) < 0)
-        return "has an invalid alloc name";
-    if (*socket && (socket[0] != '/' || strlen(socket) > REG_SOCKET_MAX))
-        return "has an invalid socket";
-    const char *why = check_value("has an invalid mount_point", mp);
-    return why ? why : check_value("has an invalid container_mount_point", cmp);
-}
-
-/* Why msg (of kind, found under key) is not a valid record, or NULL. */
-static const char *check_rec(enum store_kind kind, const ProtobufCMessage *msg,
-                             const MDB_val *key, struct store_scan *s)
-{
-    char buf[STORE_KEY_MAX];
-    MDB_val want = { 0, NULL };
-    unsigned type = 0;
-    const char *name = "", *why = NULL;
-    if (kind == SK_PLUGIN) {
-        const Csifs__Store__Plugin *p = (const void *)msg;
-        type = p->type;
-        name = str(p->name);
-        if (p->seq == 0)
-            why = "has no sequence number";
-    } else if (kind == SK_INST) {
-        const Csifs__Store__Instance *i = (const void *)msg;
-        type = i->type;
-        name = str(i->plugin);
-        why = i->seq == 0 ? "has no sequence number"
-              : check_inst(str(i->alloc), str(i->socket), str(i->mount_point),
-                           str(i->container_mount_point));
-        if (type < REG_NTYPES && !why)
-            store_key_inst(&want, buf, type, name, str(i->alloc));
-    } else if (kind == SK_V1_PLUGIN) {
-        const Csifs__Store__V1Plugin *p = (const void *)msg;
-        const Csifs__Store__V1Instance *i = p->instance;
-        type = p->type;
-        name = str(p->name);
-        if (i)
-            why = check_inst(str(i->alloc), str(i->socket), str(i->mount_point),
-                             str(i->container_mount_point));
-    } else {
-        const Csifs__Store__Meta *m = (const void *)msg;
-        const Csifs__Store__V1Meta *m1 = (const void *)msg;
-        s->has_meta = true;
-        s->meta.next_seq = kind == SK_META ? m->next_seq : 1;
-        s->meta.ev_reserved = kind == SK_META ? m->ev_reserved : m1->ev_reserved;
-        return NULL;
-    }
-    if (why)
-        return why;
-    if (type >= REG_NTYPES)
-        return "has an unknown plugin type";
-    if (reg_name_check(name) < 0)
-        return "has an invalid plugin name";
-    if (kind == SK_PLUGIN)
-        store_key_plugin(&want, buf, type, name);
-    else if (kind == SK_V1_PLUGIN)
-        store_key_v1(&want, buf, type, name);
-    return key_eq(key, &want) ? NULL : "does not match its key";
-}
-
-static enum store_kind kind_of(int version, const MDB_val *key)
-{
-    const char *k = key->mv_data;
-    if (key_eq(key, &store_key_meta))
-        return version == 1 ? SK_V1_META : SK_META;
-    if (version == 1)
-        return SK_V1_PLUGIN;
-    if (key->mv_size > 2 && k[0] == 'p' && k[1] == '/')
-        return SK_PLUGIN;
-    if (key->mv_size > 2 && k[0] == 'i' && k[1] == '/')
-        return SK_INST;
-    if ((key->mv_size > 2 && k[0] == 'r' && k[1] == '/') || key_eq(key, &store_key_ring))
-        return SK_RING;              /* a record or the control: store_ring_check */
-    return 0;
-}
-
-int store_scan(MDB_txn *txn, MDB_dbi dbi, int version, struct store_scan *s,
-               const char *file, char *err, size_t errlen)
-{
-    MDB_cursor *c;
-    int rc = mdb_cursor_open(txn, dbi, &c);
-    if (rc != 0)
-        return store_fail(err, errlen, store_errno(rc), "%s: %s", file, mdb_strerror(rc));
-    MDB_val key, val;
-    char kt[STORE_KEY_MAX * 2], why[160];
-    s->has_meta = s->has_ring_ctl = false;
-    int op = MDB_FIRST;
-    while ((rc = mdb_cursor_get(c, &key, &val, op)) == 0) {
-        op = MDB_NEXT;
-        if (key_eq(&key, &store_key_version))
-            continue;
-        enum store_kind kind = kind_of(version, &key);
-        ProtobufCMessage *m = NULL;
-        const char *bad = "is not a key of schema version 2";
-        bool meta = kind == SK_META || kind == SK_V1_META, ring = kind == SK_RING;
-        if (ring) {                  /* not the registry's: checked, never handed to rec */
-            bad = s->trusted || store_ring_check(&key, &val, why, sizeof(why)) == 0 ? NULL : why;
-            s->has_ring_ctl |= key_eq(&key, &store_key_ring);
-        }
-        else if (kind && (m = store_unpack_with(&key, &val, kind, s->alloc, !s->trusted || meta,
-                                           why, sizeof(why))))
-            bad = s->trusted && !meta ? NULL : check_rec(kind, m, &key, s);
-        else if (kind)
-            bad = why;
-        int kept = bad ? -EBADMSG : meta || ring ? 0 : s->rec(s->arg, kind, m);
-        if (kept <= 0 && m)
-            protobuf_c_message_free_unpacked(m, s->alloc);
-        if (bad || kept < 0) {        /* rec() wrote its own message */
-            mdb_cursor_close(c);
-            return bad ? store_fail(err, errlen, -EBADMSG, "%s: record \"%s\" %s", file,
-                                    store_key_text(&key, kt, sizeof(kt)), bad)
-                       : kept;
-        }
-    }
-    mdb_cursor_close(c);
-    if (rc != MDB_NOTFOUND)
-        return store_fail(err, errlen, store_errno(rc), "%s: %s", file, mdb_strerror(rc));
-    return 0;
-}
 
 int store_errno(int rc)
 {

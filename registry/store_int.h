@@ -14,6 +14,7 @@
 
 #include <lmdb.h>
 #include <stdarg.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "proto/registry.pb-c.h"
@@ -100,7 +101,18 @@ int store_read_version(MDB_txn *txn, MDB_dbi dbi, int *version, const char *file
 /* ASCII value of the version key. */
 void store_version_val(int version, MDB_val *val, char *buf);
 
-/* Every record of a database of schema `version`, decoded and checked on its
+/* A protobuf string field, "" when absent. */
+static inline const char *store_str(const char *s)
+{
+    return s ? s : "";
+}
+
+static inline bool store_key_eq(const MDB_val *a, const MDB_val *b)
+{
+    return a->mv_size == b->mv_size && !memcmp(a->mv_data, b->mv_data, a->mv_size);
+}
+
+/* (store_scan.c) Every record of a database of schema `version`, decoded and checked on its
  * own (header, CRC, key matching the content, valid type, names and values),
  * handed to rec(); the meta record fills meta and sets has_meta. rec returns
  * 1 when it keeps msg (it frees it later), 0 when scan may free it, or a

@@ -277,50 +277,22 @@ Test(daemon_mode, sighup_is_ignored_in_both_modes)
 
 /* ---- a wedged connection (issue 13): the real one, made on purpose ---- */
 
-/* A thread of pid in state D (uninterruptible, in the kernel) whose wchan
- * starts with fn (NULL: any). */
-static bool thread_in_d(long pid, const char *fn)
-{
-    char path[128], buf[512];
-    snprintf(path, sizeof(path), "ls /proc/%ld/task 2>/dev/null", pid);
-    FILE *ls = popen(path, "r");
-    if (!ls)
-        return false;
-    bool found = false;
-    long tid;
-    while (!found && fscanf(ls, "%ld", &tid) == 1) {
-        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/stat", pid, tid);
-        FILE *f = fopen(path, "r");
-        char st = 0;
-        if (f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')'))
-            sscanf(strrchr(buf, ')') + 1, " %c", &st);
-        if (f)
-            fclose(f);
-        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/wchan", pid, tid);
-        f = fopen(path, "r");
-        buf[0] = '\0';
-        if (f && !fgets(buf, sizeof(buf), f))
-            buf[0] = '\0';
-        if (f)
-            fclose(f);
-        found = st == 'D' && (!fn || !strncmp(buf, fn, strlen(fn)));
-    }
-    pclose(ls);
-    return found;
-}
-
 struct wedge { long pid; };
 
+/* The notifier thread of csifs (shared) or its notification helper
+ * (fs/helper.c) in the kernel on the directory's lock. */
 static bool notifier_stuck(void *arg)
 {
-    return thread_in_d(((struct wedge *)arg)->pid, "fuse_reverse_inval_entry");
+    long pid = ((struct wedge *)arg)->pid, child = tu_child_of(pid);
+    return tu_thread_in_d(pid, "fuse_reverse_inval_entry") ||
+           (child > 0 && tu_thread_in_d(child, "fuse_reverse_inval_entry"));
 }
 
 /* csifs (a test build: -o debug_*) with a held mkdir (its caller keeps csi-node's lock) and the
  * notifier stuck on that lock invalidating csi-node/x; then SIGKILL.
  * shared: the notifier writes through the process's own /dev/fuse (the old
- * way, debug_notifier_shared_fd): the wedge. Else its private clone: no
- * wedge. Then a restart on the same state and mount point serves within 5 s,
+ * way, debug_notifier_shared_fd): the wedge. Else the notification helper
+ * (fs/helper.c) is the one stuck: no wedge. Then a restart on the same state and mount point serves within 5 s,
  * the held mkdir gets ECONNABORTED and the old mount ENOTCONN. */
 static void kill_with_the_notifier_stuck(bool shared)
 {
@@ -357,7 +329,7 @@ static void kill_with_the_notifier_stuck(bool shared)
         tu_sleep_ms(tu_ms(500));
         /* the wedge: a zombie with a thread stuck in the kernel, not reapable */
         cr_assert(gone(pid), "not even a zombie");
-        cr_assert(thread_in_d(pid, NULL), "no thread left in D state: no wedge");
+        cr_assert(tu_thread_in_d(pid, NULL), "no thread left in D state: no wedge");
         cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0);
         /* another state dir knows nothing of that connection: refused, no
          * hang (the old mount is probed only by a child, with a deadline) */

@@ -103,7 +103,10 @@ Test(daemon, sigkill_then_restart_on_the_same_mount)
     tf_kill(&t, true);
     struct statfs sfs;
     cr_assert_eq(statfs(t.mnt, &sfs), -1);
-    cr_assert_eq(errno, ENOTCONN, "a dead daemon leaves a stale mount");
+    /* ECONNABORTED: asked while its notification helper (fs/helper.c),
+     * which dies of its parent's death, still held the connection */
+    cr_assert(errno == ENOTCONN || errno == ECONNABORTED, "a dead daemon leaves a stale "
+              "mount: %s", strerror(errno));
     cr_assert_eq(tf_spawn(&t, &o), 0);
     cr_assert_eq(tf_sh(&t, "test \"$(ls csi-node/p | wc -l)\" = 20 && "
                            "test \"$(ls -U csi-node/p | head -1)\" = a19"), 0);

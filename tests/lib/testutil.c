@@ -140,3 +140,46 @@ int tu_count_lines(const char *s)
         n += *s == '\n';
     return n;
 }
+
+bool tu_thread_in_d(long pid, const char *fn)
+{
+    char path[128], buf[512];
+    snprintf(path, sizeof(path), "ls /proc/%ld/task 2>/dev/null", pid);
+    FILE *ls = popen(path, "r");
+    if (!ls)
+        return false;
+    bool found = false;
+    long tid;
+    while (!found && fscanf(ls, "%ld", &tid) == 1) {
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/stat", pid, tid);
+        FILE *f = fopen(path, "r");
+        char st = 0;
+        if (f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')'))
+            sscanf(strrchr(buf, ')') + 1, " %c", &st);
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/wchan", pid, tid);
+        f = fopen(path, "r");
+        buf[0] = '\0';
+        if (f && !fgets(buf, sizeof(buf), f))
+            buf[0] = '\0';
+        if (f)
+            fclose(f);
+        found = st == 'D' && (!fn || !strncmp(buf, fn, strlen(fn)));
+    }
+    pclose(ls);
+    return found;
+}
+
+long tu_child_of(long pid)
+{
+    char path[96];
+    long child = 0;
+    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
+    FILE *f = fopen(path, "re");
+    if (f && fscanf(f, "%ld", &child) != 1)
+        child = 0;
+    if (f)
+        fclose(f);
+    return child;
+}

@@ -40,4 +40,11 @@ const char *tu_path(const char *dir, const char *name);
  * the signal when killed. */
 int tu_vsh(const char *dir, const char *fmt, va_list ap);
 
+/* A thread of pid in state D (uninterruptible, in the kernel) whose wchan
+ * starts with fn (NULL: any). */
+bool tu_thread_in_d(long pid, const char *fn);
+/* The first child of pid's main thread (/proc/PID/task/PID/children), 0
+ * none. */
+long tu_child_of(long pid);
+
 #endif

@@ -136,21 +136,27 @@ static void spawn(void)
     cr_assert_eq(tf_spawn(&t, &o), 0);
 }
 
-/* csifs under the test fd store (tests/lib/holder.h), its log in
- * <dir>/csifs.log; until its READY=1, the nth. */
+/* The dirs and the test fd store (tests/lib/holder.h), once. */
+static void hd_setup(void)
+{
+    if (t.dir)
+        return;
+    t.dir = tu_tmpdir("kubelet");
+    cr_assert(asprintf(&t.mnt, "%s/mnt", t.dir) > 0 && asprintf(&t.state, "%s/state",
+                                                                  t.dir) > 0);
+    cr_assert_eq(mkdir(t.mnt, 0755), 0);
+    tu_note("mnt", t.mnt);
+    cr_assert_eq(hd_start(&hd), 0);
+    have_hd = true;
+    snprintf(regdir, sizeof(regdir), "%s/reg", t.dir);
+}
+
+/* csifs under the test fd store, its log in <dir>/csifs.log; until its
+ * READY=1, the nth. */
 static void hd_spawn_ready(unsigned nth)
 {
     static char log[600];
-    if (!t.dir) {
-        t.dir = tu_tmpdir("kubelet");
-        cr_assert(asprintf(&t.mnt, "%s/mnt", t.dir) > 0 && asprintf(&t.state, "%s/state",
-                                                                      t.dir) > 0);
-        cr_assert_eq(mkdir(t.mnt, 0755), 0);
-        tu_note("mnt", t.mnt);
-        cr_assert_eq(hd_start(&hd), 0);
-        have_hd = true;
-    }
-    snprintf(regdir, sizeof(regdir), "%s/reg", t.dir);
+    hd_setup();
     snprintf(log, sizeof(log), "%s/csifs.log", t.dir);
     char opts[1400], bin[512];
     snprintf(opts, sizeof(opts), "state=%s," OPTS, t.state, regdir);
@@ -406,9 +412,38 @@ static bool log_has(void *arg)
     return system(cmd) == 0;
 }
 
-/* The registration socket, its inode, and what GetInfo says on it now. */
+/* The holder has read the fd store messages sent so far: it holds n fds
+ * (the holder's thread reads them while we run). */
+static bool hd_holds(void *arg)
+{
+    return hd_nfds(&hd) == *(int *)arg;
+}
+
+static bool hd_has_socket(void *arg)
+{
+    (void)arg;
+    return hd_fd(&hd, "kubelet/drv.test") >= 0;
+}
+
+/* A fake kubelet, and drv.test on p/a registered with it, its socket in
+ * the fd store. */
+static void fd_store_registered(struct tp_proc *p)
+{
+    fk_start(NULL);
+    plugin_start(p, "a.sock", "drv.test", "n");
+    reg("p/a", "a.sock");
+    cr_assert(fk_saw("REGISTERED drv.test\n", 10000), "%s", fk.log);
+    cr_assert(tu_wait_for(hd_has_socket, NULL, 5000), "the socket is not in the fd store");
+}
+
+/* The registration socket, its inode, what GetInfo says on it now; the
+ * kubelet's verdict kept (file, metric) with no event. */
 static void same_socket(const char *sock, ino_t ino, const char *when)
 {
+    WAIT_FILE("csi-node/p/kubelet", "registered", 5000);
+    cr_assert_eq(tf_sh(&t, "grep -qx 'csifs_kubelet_registered{type=\"csi-node\",plugin=\"p\","
+                           "provider=\"drv.test\"} 1' metrics"), 0, "%s", when);
+    cr_assert_eq(count(events(), " kubelet csi-node/p state="), 0, "%s: %s", when, events());
     struct stat st;
     cr_assert_eq(stat(sock, &st), 0, "%s: %s", when, strerror(errno));
     cr_assert_eq(st.st_ino, ino, "%s: the registration socket was made again", when);
@@ -422,16 +457,13 @@ static void same_socket(const char *sock, ino_t ino, const char *when)
 /* A SIGKILLed csifs's successor, and a SIGUSR2 upgrade, take the
  * registration socket over from the fd store: the same inode, GetInfo
  * answers on it, and the kubelet sees nothing (no deregistration, no
- * second GetInfo). A SIGTERM then removes it, from the store too. */
+ * second GetInfo); its verdict is kept (`kubelet`, the metric), with no
+ * `kubelet` event. A SIGTERM then removes it, from the store too. */
 Test(kubelet, takeover_and_upgrade_keep_the_socket)
 {
     hd_spawn_ready(1);
-    fk_start(NULL);
     struct tp_proc p1;
-    plugin_start(&p1, "a.sock", "drv.test", "n");
-    reg("p/a", "a.sock");
-    cr_assert(fk_saw("REGISTERED drv.test\n", 10000), "%s", fk.log);
-    cr_assert_geq(hd_fd(&hd, "kubelet/drv.test"), 0, "the socket is not in the fd store");
+    fd_store_registered(&p1);
     char sock[700];
     snprintf(sock, sizeof(sock), "%s/drv.test-reg.sock", regdir);
     struct stat st;
@@ -454,10 +486,78 @@ Test(kubelet, takeover_and_upgrade_keep_the_socket)
     cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a"), 0);
     cr_assert_eq(count(fk.log, "GETINFO drv.test-reg.sock"), 1, "%s", fk.log);
     cr_assert_eq(count(fk.log, "DEREGISTERED"), 0, "%s", fk.log);
-    cr_assert_eq(hd_nfds(&hd), 3, "fuse, state and the socket");
+    cr_assert(tu_wait_for(hd_holds, &(int){ 4 }, 5000), "%d fds stored, not fuse, state, "
+              "the socket and the verdicts", hd_nfds(&hd));
 
     tf_kill(&t, false);              /* a real stop: the kubelet deregisters */
     cr_assert(fk_saw("DEREGISTERED drv.test\n", 10000), "%s", fk.log);
     cr_assert_eq(dir_entries(), 0);
-    cr_assert_eq(hd_nfds(&hd), 0, "SIGTERM leaves nothing in the fd store");
+    cr_assert(tu_wait_for(hd_holds, &(int){ 0 }, 5000), "SIGTERM leaves %d fds in the store",
+              hd_nfds(&hd));
+}
+
+/* A unix socket listening, bound at path, then renamed to to (not NULL). */
+static int listener(const char *path, const char *to)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    cr_assert_lt(strlen(path), sizeof(a.sun_path));
+    memcpy(a.sun_path, path, strlen(path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s: %s", path, strerror(errno));
+    cr_assert_eq(listen(fd, 8), 0);
+    if (to)
+        cr_assert_eq(rename(path, to), 0);
+    return fd;
+}
+
+static bool gone_everywhere(void *arg)
+{
+    return access(arg, F_OK) < 0 && hd_fd(&hd, "kubelet/gone.test") < 0;
+}
+
+/* What the fd store hands back and no plugin wants is removed, from its
+ * dir and from the store; a stored fd that is not the socket at its path
+ * is dropped and the socket made again (a new inode: the kubelet registers
+ * it again). */
+Test(kubelet, stored_sockets_unwanted_or_not_there_are_removed_or_made_again)
+{
+    hd_setup();
+    char sock[700], other[700], dot[700], gone[700], line[800];
+    snprintf(sock, sizeof(sock), "%s/drv.test-reg.sock", regdir);
+    snprintf(other, sizeof(other), "%s/elsewhere.sock", t.dir);
+    snprintf(dot, sizeof(dot), "%s/.gone.test-reg.sock", regdir);
+    snprintf(gone, sizeof(gone), "%s/gone.test-reg.sock", regdir);
+    cr_assert_eq(mkdir(regdir, 0750), 0);
+    int fd = listener(dot, gone);    /* as a predecessor left it */
+    hd_put(&hd, "kubelet/gone.test", fd);
+    close(fd);
+    hd_spawn_ready(1);
+    cr_assert(tu_wait_for(gone_everywhere, gone, 5000), "the unwanted socket stays");
+    snprintf(line, sizeof(line), "kubelet: %s: no plugin has that provider now: removed", gone);
+    cr_assert(tu_wait_for(log_has, &(struct logwant){ line, 1 }, 5000));
+
+    struct tp_proc p1;
+    fd_store_registered(&p1);
+    struct stat st1, st2;
+    cr_assert_eq(stat(sock, &st1), 0);
+    cr_assert_eq(kill(t.pid, SIGKILL), 0);
+    cr_assert(hd_reap(t.pid, 10000));
+    fd = listener(other, NULL);      /* stored in the place of the real one */
+    hd_put(&hd, "kubelet/drv.test", fd);
+    close(fd);
+    size_t before = fk.len;
+    hd_spawn_ready(2);
+    snprintf(line, sizeof(line), "kubelet: %s: the stored socket is not the one there", sock);
+    cr_assert(tu_wait_for(log_has, &(struct logwant){ line, 1 }, 5000));
+    cr_assert(fk_saw_from(before, "REGISTERED drv.test\n", 10000), "%s", fk.log);
+    cr_assert_eq(stat(sock, &st2), 0);
+    cr_assert_neq(st1.st_ino, st2.st_ino, "made again");
+    WAIT_FILE("csi-node/p/kubelet", "registered", 5000);
+    struct sockaddr_un a;
+    socklen_t al = sizeof(a);
+    memset(&a, 0, sizeof(a));
+    cr_assert(tu_wait_for(hd_has_socket, NULL, 5000));
+    cr_assert_eq(getsockname(hd_fd(&hd, "kubelet/drv.test"), (struct sockaddr *)&a, &al), 0);
+    cr_assert(strstr(a.sun_path, "/.drv.test-reg.sock"), "the store holds %s", a.sun_path);
 }

@@ -266,6 +266,40 @@ static pid_t statloop(const char *path)
             _exit(1);
 }
 
+/* The children of pid's main thread, as /proc lists them (zombies too). */
+static const char *children(pid_t pid)
+{
+    static char buf[256];
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd < 0 ? 0 : read(fd, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+    return buf;
+}
+
+/* The comm of pid is csifs-notify (fs/helper.c). */
+static bool is_helper(long pid)
+{
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+    FILE *f = fopen(path, "r");
+    if (f && !fgets(comm, sizeof(comm), f))
+        comm[0] = '\0';
+    if (f)
+        fclose(f);
+    return !strcmp(comm, "csifs-notify\n");
+}
+
+/* csifs has one child: its notification helper. */
+static bool one_helper(void *arg)
+{
+    const char *c = children(*(pid_t *)arg), *sp = strchr(c, ' ');
+    return sp && !strchr(sp + 1, ' ') && is_helper(strtol(c, NULL, 10));
+}
+
 Test(takeover, sigusr2_reexecs_with_the_same_pid)
 {
     pid_t p = tx_start(&tx_hd, tx_mnt, tx_state);
@@ -287,12 +321,82 @@ Test(takeover, sigusr2_reexecs_with_the_same_pid)
     cr_assert_geq(tx_hd.reloading, 3, "RELOADING=1 before each");
     cr_assert_eq(waitpid(statloop_pid, NULL, WNOHANG), 0, "a stat failed across an upgrade");
     cr_assert(tx_log_has("upgrade: executing csifs again"));
+    cr_assert(tu_wait_for(one_helper, &p, 5000), "the old images' helpers are not reaped: %s",
+              children(p));
     tx_kill_reap(statloop_pid, SIGKILL);
     tx_kill_reap(p, SIGTERM);
     cr_assert(!tx_is_mount_root(tx_mnt), "SIGTERM after an upgrade unmounts");
     cr_assert_eq(hd_nfds(&tx_hd), 0, "and leaves nothing in the fd store");
 }
 
+
+static bool helper_stuck(void *arg)
+{
+    long h = tu_child_of(*(pid_t *)arg);
+    return h > 0 && is_helper(h) && tu_thread_in_d(h, "fuse_reverse_inval_entry");
+}
+
+/* gone, or a zombie (reparented: reaped by whoever adopted it) */
+static bool dead(void *arg)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", *(long *)arg);
+    FILE *f = fopen(path, "r");
+    bool alive = f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')') &&
+                 strrchr(buf, ')')[2] != 'Z';
+    if (f)
+        fclose(f);
+    return !alive;
+}
+
+/* A notification blocked on a directory lock on purpose: the held mkdir's
+ * caller keeps csi-node's lock (debug_hold=mkdir) and the inval_entry of
+ * csi-node/x waits for it in the helper (debug_hold_inval). The SIGKILLed
+ * csifs is reaped at once all the same; the successor takes over, answers
+ * the resent mkdir, and the old helper's write returns: it dies. */
+Test(takeover, a_kill_with_a_notification_stuck_on_a_lock_is_reaped_at_once)
+{
+    snprintf(tx_opts, sizeof(tx_opts), "heartbeat=100ms,debug_hold=mkdir,debug_hold_inval");
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t mk = fork();
+    cr_assert_geq(mk, 0);
+    if (mk == 0) {
+        int e = mkdir(tu_path(tx_mnt, "csi-node/x"), 0755) == 0 ? 0 : errno;
+        (void)!write(p[1], &e, sizeof(e));
+        _exit(0);
+    }
+    close(p[1]);
+    tu_note_pid(mk);
+    tx_keep_pid(mk);
+    cr_assert(tu_wait_for(helper_stuck, &p1, 5000), "the helper is not stuck on the lock");
+    long helper = tu_child_of(p1);
+    int64_t t0 = tu_now_ms();
+    cr_assert_eq(kill(p1, SIGKILL), 0);
+    cr_assert(hd_reap(p1, 1000), "the killed csifs was not reaped: its helper holds it");
+    int64_t took = tu_now_ms() - t0;
+    tx_forget_pid(p1);
+    cr_assert(tu_thread_in_d(helper, "fuse_reverse_inval_entry"), "the helper is still stuck");
+    snprintf(tx_opts, sizeof(tx_opts), "heartbeat=100ms");
+    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "the successor sent no READY=1");
+    struct pollfd pf = { .fd = p[0], .events = POLLIN };
+    cr_assert_eq(poll(&pf, 1, (int)tu_ms(5000)), 1, "the held mkdir still waits");
+    int e = -1;
+    cr_assert_eq(read(p[0], &e, sizeof(e)), (ssize_t)sizeof(e));
+    cr_assert_eq(e, 0, "the resent mkdir: %s", strerror(e));
+    close(p[0]);
+    cr_assert(tu_wait_for(dead, &helper, 5000), "the old helper never died");
+    cr_assert(tu_wait_for(one_helper, &p2, 5000), "the successor has no helper of its own");
+    cr_assert_eq(tx_sh("test -d csi-node/x && rmdir csi-node/x && ! test -e csi-node/x"), 0);
+    tx_kill_reap(p2, SIGTERM);
+    cr_assert(!tx_is_mount_root(tx_mnt), "SIGTERM unmounts");
+    cr_assert_eq(hd_nfds(&tx_hd), 0, "and leaves nothing in the fd store");
+    cr_log_info("reaped %lld ms after SIGKILL", (long long)took);
+}
 
 static bool exists(void *arg)
 {
@@ -310,41 +414,148 @@ static bool child_done(void *arg)
     return waitpid(w->pid, &w->status, WNOHANG) == w->pid;
 }
 
+/* A request cut by a crash (DESIGN 13): csifs started with
+ * debug_stall_reply (and debug_stall_op=op unless NULL); the shell command
+ * prep (unless NULL) in the mount; then a child's call(arg), which exits 0
+ * or its errno: csifs stops before answering its request, is SIGKILLed,
+ * and its successor takes the mount over and gets the request again
+ * (RESEND). The call must succeed, with a line of the successor's log
+ * matching logged. Returns the successor's pid. */
+static pid_t cut_and_resent(const char *op, const char *prep, int (*call)(void *), void *arg,
+                            const char *logged)
+{
+    char marker[4200];
+    snprintf(marker, sizeof(marker), "%s/stalled", tx_dir);
+    char plain[sizeof(tx_opts)];
+    snprintf(plain, sizeof(plain), "%s", tx_opts);
+    cr_assert_lt(snprintf(tx_opts, sizeof(tx_opts), "%s,debug_stall_reply=%s%s%s", plain, marker,
+                          op ? ",debug_stall_op=" : "", op ? op : ""),
+                 (int)sizeof(tx_opts));
+    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
+    snprintf(tx_opts, sizeof(tx_opts), "%s", plain);
+    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
+    tx_note_conn(tx_mnt);
+    if (prep)
+        cr_assert_eq(tx_sh("%s", prep), 0, "%s", prep);
+    struct waited w = { .pid = fork() };
+    cr_assert_geq(w.pid, 0);
+    if (w.pid == 0)
+        _exit(call(arg));
+    tu_note_pid(w.pid);
+    cr_assert(tu_wait_for(exists, marker, 10000), "the request never reached its answer");
+    cr_assert(!child_done(&w), "the request was answered before the crash");
+    tx_kill_reap(p1, SIGKILL);
+    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
+    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "the successor sent no READY=1");
+    cr_assert(tu_wait_for(child_done, &w, 10000), "the resent request was never answered");
+    cr_assert(WIFEXITED(w.status), "the caller died");
+    cr_assert_eq(WEXITSTATUS(w.status), 0, "the resent %s failed: %s", op ? op : "request",
+                 strerror(WEXITSTATUS(w.status)));
+    cr_assert(tx_log_has(logged), "no log line %s", logged);
+    return p2;
+}
+
+static int do_mkdir(void *path)
+{
+    return mkdir(path, 0755) == 0 ? 0 : errno;
+}
+
 /* Exactly once (DESIGN 13): csifs dies after the commit of a mkdir and
  * before its answer (debug_stall_reply); the successor gets the mkdir again
  * (RESEND) and answers it from the ring of committed requests: success,
  * never EEXIST. */
 Test(takeover, resent_mkdir_committed_before_the_crash_succeeds)
 {
-    char marker[4200], path[4200];
-    snprintf(marker, sizeof(marker), "%s/committed", tx_dir);
+    char path[4200];
     snprintf(path, sizeof(path), "%s/csi-node/ebs", tx_mnt);
-    char plain[sizeof(tx_opts)];
-    snprintf(plain, sizeof(plain), "%s", tx_opts);
-    cr_assert_lt(snprintf(tx_opts, sizeof(tx_opts), "%s,debug_stall_reply=%s", plain, marker),
-                 (int)sizeof(tx_opts));
-    pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
-    snprintf(tx_opts, sizeof(tx_opts), "%s", plain);
-    cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
-    tx_note_conn(tx_mnt);
-    struct waited w = { .pid = fork() };
-    cr_assert_geq(w.pid, 0);
-    if (w.pid == 0)
-        _exit(mkdir(path, 0755) == 0 ? 0 : errno);
-    tu_note_pid(w.pid);
-    cr_assert(tu_wait_for(exists, marker, 10000), "the mkdir was never committed");
-    cr_assert(!child_done(&w), "the mkdir was answered before the crash");
-    tx_kill_reap(p1, SIGKILL);
-    pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
-    cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "the successor sent no READY=1");
-    cr_assert(tu_wait_for(child_done, &w, 10000), "the resent mkdir was never answered");
-    cr_assert(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0,
-              "the resent mkdir failed: %s", strerror(WEXITSTATUS(w.status)));
+    /* answered from the ring, not run again */
+    pid_t p2 = cut_and_resent(NULL, NULL, do_mkdir, path, "answered as recorded");
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
     cr_assert(S_ISDIR(st.st_mode));
-    cr_assert(tx_log_has("answered as recorded"), "answered from the ring, not run again");
     cr_assert_eq(tx_sh("mkdir csi-node/ebs 2>/dev/null"), 1, "a new mkdir still gets EEXIST");
     tx_kill_reap(p2, SIGTERM);
     cr_assert(!tx_is_mount_root(tx_mnt));
+}
+
+/* ln -sfn's steps on a pending link (DESIGN 5), each cut by a crash: the
+ * link CuTMP01 -> <tx_dir>/a1.sock in csi-node/c/a1. */
+#define TX_MKDIR "mkdir -p csi-node/c/a1"
+static char link_path[4200], sock_path[4200], link_target[4200], link_made[4400];
+
+static void link_paths(void)
+{
+    snprintf(link_path, sizeof(link_path), "%s/csi-node/c/a1/CuTMP01", tx_mnt);
+    snprintf(sock_path, sizeof(sock_path), "%s/csi-node/c/a1/socket", tx_mnt);
+    snprintf(link_target, sizeof(link_target), "%s/a1.sock", tx_dir);
+    snprintf(link_made, sizeof(link_made), TX_MKDIR " && ln -s '%s' csi-node/c/a1/CuTMP01",
+             link_target);
+}
+
+static int do_symlink(void *path)
+{
+    return symlink(link_target, path) == 0 ? 0 : errno;
+}
+
+static int do_unlink(void *path)
+{
+    return unlink(path) == 0 ? 0 : errno;
+}
+
+static int do_rename(void *path)
+{
+    return rename(path, sock_path) == 0 ? 0 : errno;
+}
+
+/* readlink(path), or its error's text. */
+static const char *link_of(const char *path)
+{
+    static char got[4200];
+    ssize_t n = readlink(path, got, sizeof(got) - 1);
+    if (n < 0)
+        return strerror(errno);
+    got[n] = '\0';
+    return got;
+}
+
+/* The symlink of a pending link commits nothing (the ring cannot answer
+ * it): csifs dies after making the link and before its answer; the resent
+ * symlink finds the link the memfd kept and succeeds (a new symlink still
+ * gets EEXIST), and ln -sfn's rename then succeeds. */
+Test(takeover, resent_symlink_of_a_pending_link_succeeds)
+{
+    link_paths();
+    pid_t p2 = cut_and_resent("symlink", TX_MKDIR, do_symlink, link_path,
+                              "its pending link was made before the takeover");
+    cr_assert_str_eq(link_of(link_path), link_target);
+    cr_assert_eq(do_symlink(link_path), EEXIST, "a new symlink still gets EEXIST");
+    cr_assert_eq(do_rename(link_path), 0);
+    cr_assert_str_eq(link_of(sock_path), link_target);
+    tx_kill_reap(p2, SIGTERM);
+}
+
+/* The unlink of a pending link commits nothing: csifs dies after removing
+ * the link and before its answer; the resent unlink succeeds (a new one
+ * still gets ENOENT). */
+Test(takeover, resent_unlink_of_a_pending_link_succeeds)
+{
+    link_paths();
+    pid_t p2 = cut_and_resent("unlink", link_made, do_unlink, link_path,
+                              "its pending link was removed before the takeover");
+    cr_assert_eq(do_unlink(link_path), ENOENT, "a new unlink still gets ENOENT");
+    cr_assert_eq(do_unlink(sock_path), ENOENT, "no socket was set");
+    tx_kill_reap(p2, SIGTERM);
+}
+
+/* ln -sfn's rename onto `socket` commits: csifs dies after the commit and
+ * before its answer; the ring answers the resent rename (success, not
+ * ENOENT) and the pending link goes. */
+Test(takeover, resent_rename_of_a_pending_link_succeeds)
+{
+    link_paths();
+    /* answered from the ring, not run again */
+    pid_t p2 = cut_and_resent("rename", link_made, do_rename, link_path, "answered as recorded");
+    cr_assert_str_eq(link_of(sock_path), link_target);
+    cr_assert_eq(do_unlink(link_path), ENOENT, "the pending link went with the rename");
+    tx_kill_reap(p2, SIGTERM);
 }
