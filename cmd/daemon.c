@@ -226,7 +226,7 @@ static int take_over(struct run *r, char *err, size_t errlen)
     unsigned np = fs_polled(r->fs, kh, sizeof(kh) / sizeof(kh[0]));
     for (unsigned k = 0; k < np; k++)
         tk_notify_poll(fd, kh[k]);
-    csifs_log(LOG_INFO, "took over %s: %lu inodes invalidated, %u pollers woken, requests "
+    csifs_log(LOG_INFO, "took over %s: %lu inode invalidations queued, %u pollers woken, requests "
               "in flight sent again", r->o->mountpoint, n, np);
     return 0;
 }

@@ -112,8 +112,10 @@ int fs_fd(struct fs *fs);
  * (op_init runs; the kernel sees no second reply) and make the lookup
  * table blind. -ENOENT when there is none. */
 int fs_replay_init(struct fs *fs);
-/* inval_inode of every plugin's current and every instance's health;
- * returns how many were sent. */
+/* inval_inode of every plugin's current and every instance's health,
+ * queued for the notifier thread and the helper (never waits: one may wait
+ * on a page a READ in flight holds, answered only once serving, or only
+ * after FUSE_NOTIFY_RESEND); returns how many were queued. */
 unsigned long fs_inval_all_current(struct fs *fs);
 /* The poll handle ids (kh) of open files, at most cap: woken after a
  * takeover. */

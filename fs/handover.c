@@ -1,6 +1,7 @@
 /* What a successor on the same FUSE connection needs from fs/ (DESIGN 13):
  * the handover memory (INIT request, open-file table, pending links) and
  * the first steps of a takeover that only fs/ can make (see fs.h). */
+#include "fs/inval.h"
 #include "fs/node.h"
 #include "fs/serve.h"
 
@@ -81,14 +82,12 @@ unsigned long fs_inval_all_current(struct fs *fs)
         size_t from = plugins.n;
         reg_list(fs->reg, (enum reg_type)t, 0, 0, collect, &plugins);
         for (size_t k = from; k < plugins.n; k++) {
-            fuse_lowlevel_notify_inval_inode(fs->se, fs_ino(plugins.v[k],
-                                             fs_kinds[K_CURRENT].slot), 0, 0);
+            fs_inval_inode_later(fs, fs_ino(plugins.v[k], fs_kinds[K_CURRENT].slot));
             sent++;
             size_t i0 = insts.n;
             reg_list(fs->reg, (enum reg_type)t, plugins.v[k], 0, collect, &insts);
             for (size_t i = i0; i < insts.n; i++, sent++)
-                fuse_lowlevel_notify_inval_inode(fs->se, fs_ino(insts.v[i], SLOT_ATTR0 +
-                                                 REG_A_HEALTH), 0, 0);
+                fs_inval_inode_later(fs, fs_ino(insts.v[i], SLOT_ATTR0 + REG_A_HEALTH));
         }
     }
     free(plugins.v);

@@ -9,7 +9,7 @@
  * The helper is a process of its own that holds nothing but the /dev/fuse
  * fd and the read end of a pipe: the notifier thread (inval.c) writes each
  * notification's bytes (struct fuse_out_header, fuse_notify_inval_entry_out,
- * the name and its NUL) to the pipe, the helper writes them to the
+ * the name and its NUL; or fuse_notify_inval_inode_out) to the pipe, the helper writes them to the
  * connection. A stuck write holds up only the helper; csifs's death is
  * prompt. The helper dies with csifs (PR_SET_PDEATHSIG: SIGKILL, delivered
  * once its write returns: when a successor answers the resent request), or
@@ -145,20 +145,34 @@ int fs_helper_start(struct fs *fs)
     return 0;
 }
 
+/* One notification (code, its argument, a name with its NUL or none) to
+ * the helper's pipe, under PIPE_BUF: all or nothing, never blocking. */
+static int helper_send(struct fs *fs, int code, const void *arg, size_t arglen,
+                       const char *name, size_t namelen)
+{
+    struct fuse_out_header h = { .len = (uint32_t)(sizeof(h) + arglen + (name ? namelen + 1 : 0)),
+                                 .error = code };
+    if (fs->helper_fd < 0 || h.len > HELPER_MSG_MAX)
+        return -ENOTCONN;
+    struct iovec iov[3] = { { &h, sizeof(h) }, { (void *)arg, arglen },
+                            { (void *)name, name ? namelen + 1 : 0 } };
+    ssize_t n;
+    while ((n = writev(fs->helper_fd, iov, 3)) < 0 && errno == EINTR)
+        ;
+    return n == (ssize_t)h.len ? 0 : n < 0 ? -errno : -EIO;   /* -EAGAIN: full */
+}
+
 int fs_helper_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
 {
     size_t len = strlen(name);
     struct fuse_notify_inval_entry_out arg = { .parent = parent, .namelen = (uint32_t)len };
-    struct fuse_out_header h = { .len = (uint32_t)(sizeof(h) + sizeof(arg) + len + 1),
-                                 .error = FUSE_NOTIFY_INVAL_ENTRY };
-    if (fs->helper_fd < 0 || h.len > HELPER_MSG_MAX)
-        return -ENOTCONN;
-    struct iovec iov[3] = { { &h, sizeof(h) }, { &arg, sizeof(arg) },
-                            { (void *)name, len + 1 } };
-    ssize_t n;
-    while ((n = writev(fs->helper_fd, iov, 3)) < 0 && errno == EINTR)
-        ;                            /* under PIPE_BUF: all or nothing */
-    return n == (ssize_t)h.len ? 0 : n < 0 ? -errno : -EIO;   /* -EAGAIN: full */
+    return helper_send(fs, FUSE_NOTIFY_INVAL_ENTRY, &arg, sizeof(arg), name, len);
+}
+
+int fs_helper_inval_inode(struct fs *fs, fuse_ino_t ino)
+{
+    struct fuse_notify_inval_inode_out arg = { .ino = ino, .off = 0, .len = 0 };
+    return helper_send(fs, FUSE_NOTIFY_INVAL_INODE, &arg, sizeof(arg), NULL, 0);
 }
 
 void fs_helper_stop(struct fs *fs)

@@ -18,7 +18,8 @@
 #endif
 
 struct entry_job {
-    fuse_ino_t parent;
+    fuse_ino_t parent;               /* the inode itself when inode */
+    bool inode;                      /* inval_inode, offset 0 (else inval_entry) */
     char name[REG_NAME_MAX + 1];
     struct entry_job *next;
 };
@@ -81,7 +82,8 @@ static int private_fd(struct fs *fs)
 static void send_entry(struct fs *fs, struct fs_inval *v, const struct entry_job *j)
 {
     int rc = -ENOTCONN;
-    while (!share_fd && (rc = fs_helper_inval_entry(fs, j->parent, j->name)) == -EAGAIN &&
+    while (!share_fd && (rc = j->inode ? fs_helper_inval_inode(fs, j->parent)
+                                       : fs_helper_inval_entry(fs, j->parent, j->name)) == -EAGAIN &&
            !__atomic_load_n(&v->stop, __ATOMIC_ACQUIRE)) {
         struct pollfd p = { .fd = fs->helper_fd, .events = POLLOUT };
         poll(&p, 1, 100);
@@ -91,7 +93,9 @@ static void send_entry(struct fs *fs, struct fs_inval *v, const struct entry_job
         csifs_log(LOG_WARNING, "notifier: the notification helper is gone: writing "
                   "notifications itself (a kill may wait for the kernel)");
     }
-    if (rc == -ENOTCONN || rc == -EPIPE)
+    if ((rc == -ENOTCONN || rc == -EPIPE) && j->inode)
+        fuse_lowlevel_notify_inval_inode(fs->se, j->parent, 0, 0);
+    else if (rc == -ENOTCONN || rc == -EPIPE)
         /* -ENOENT: the kernel had nothing cached; nothing to do. */
         fuse_lowlevel_notify_inval_entry(fs->se, j->parent, j->name, strlen(j->name));
 }
@@ -169,23 +173,33 @@ void fs_inval_stop(struct fs *fs)
     fs->inval = NULL;
 }
 
-void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
+static void enqueue(struct fs *fs, fuse_ino_t ino, bool is_inode, const char *name)
 {
     struct fs_inval *v = fs->inval;
-    if (!fs_lookups_known(fs, parent))
-        return;                      /* no dentry can be under an unknown dir */
     struct entry_job *j = calloc(1, sizeof(*j));
     if (!v || !j) {
         free(j);
         return;
     }
-    j->parent = parent;
+    j->parent = ino;
+    j->inode = is_inode;
     snprintf(j->name, sizeof(j->name), "%s", name);
     pthread_mutex_lock(&v->mu);
     *v->tail = j;
     v->tail = &j->next;
     pthread_cond_signal(&v->cv);
     pthread_mutex_unlock(&v->mu);
+}
+
+void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name)
+{
+    if (fs_lookups_known(fs, parent))   /* no dentry can be under an unknown dir */
+        enqueue(fs, parent, false, name);
+}
+
+void fs_inval_inode_later(struct fs *fs, fuse_ino_t ino)
+{
+    enqueue(fs, ino, true, "");
 }
 
 static void inode(struct fs *fs, fuse_ino_t ino)

@@ -32,6 +32,9 @@ void fs_inval_share_fd(bool share);
 void fs_inval_inode(struct fs *fs, fuse_ino_t ino);
 /* Queue the invalidation of parent/name for the notifier thread. */
 void fs_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name);
+/* Queue ino's inval_inode (offset 0: its pages too) for the notifier thread,
+ * which hands it to the helper: the caller never waits on a page lock. */
+void fs_inval_inode_later(struct fs *fs, fuse_ino_t ino);
 
 /* poll() on attribute files: remember ph for the open file fh of instance
  * inst; answered by fs_inval_change when the instance's health changes. */

@@ -262,9 +262,12 @@ unsigned fs_fh_polled(struct fs *fs, uint64_t *kh, unsigned cap);
 /* The notification helper (helper.c; fs.h fs_helper_start). inval_entry:
  * hand it parent/name's FUSE_NOTIFY_INVAL_ENTRY (never blocks): 0,
  * -EAGAIN (its pipe is full), -ENOTCONN (no helper), -EPIPE (it died).
+ * inval_inode: the same with ino's FUSE_NOTIFY_INVAL_INODE (offset 0: its
+ * pages too, which waits on a page a READ in flight holds).
  * stop (fs_destroy, after the notifier): end of file, wait for its exit;
  * one stuck on a lock no one will release has its connection aborted. */
 int fs_helper_inval_entry(struct fs *fs, fuse_ino_t parent, const char *name);
+int fs_helper_inval_inode(struct fs *fs, fuse_ino_t ino);
 void fs_helper_stop(struct fs *fs);
 
 #endif

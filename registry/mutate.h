@@ -25,6 +25,12 @@
  * apply cannot fail: the objects and strings it links are allocated at
  * validation, the indexes have room reserved, and a mutation emits at most
  * MUT_MAX_CHANGES changes (asserted).
+ *
+ * mutate.c is the pipeline (mut_new, mut_submit, the commit thread,
+ * mut_apply_now, mut_publish); mutate_apply.c what a kind calls: at
+ * validation, room in the store (mut_check_room) and the writers' view
+ * (mut_find_*); mut_plan_current; at apply, mut_emit, mut_set_health,
+ * mut_update_current and mut_inst_rec (which build_txn also uses).
  */
 #ifndef CSIFS_MUTATE_H
 #define CSIFS_MUTATE_H

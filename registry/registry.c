@@ -52,6 +52,7 @@ static char *dup_or_null(const char *s)
 struct loading {
     struct reg *reg;
     struct plugin *last;
+    int64_t now_ms;                  /* one clock read for the whole load */
 };
 
 static int load_reserve(size_t n, void *arg)
@@ -109,7 +110,7 @@ static int load_inst(const struct store_inst *si, void *arg)
     i->ready = si->ready;
     i->health = REG_UNKNOWN;
     i->reason = strdup(i->socket ? "restored, not yet re-probed" : "no socket set");
-    i->unknown_since_ms = model_mono_ms();
+    i->unknown_since_ms = ld->now_ms;
     i->attr[INST_ATTR(REG_A_MOUNT_POINT)] = dup_or_null(si->mount_point);
     i->attr[INST_ATTR(REG_A_CONTAINER_MOUNT_POINT)] = dup_or_null(si->container_mount_point);
     int rc = 0;
@@ -198,7 +199,7 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
     int rc = 0;
     if (reg->opts.backend) {
         struct store_meta meta = { 1, 1 };
-        struct loading ld = { reg, NULL };
+        struct loading ld = { reg, NULL, model_mono_ms() };
         struct store_load_cb cb = { load_plugin, load_inst, &ld, load_reserve };
         rc = reg->opts.backend->load(reg->opts.backend->ctx, &cb, &meta);
         reg->next_seq = meta.next_seq > reg->next_seq ? meta.next_seq : reg->next_seq;

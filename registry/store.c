@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -264,7 +265,7 @@ static void arena_free(struct arena *a)
 
 struct lrec {
     enum store_kind kind;
-    uint64_t seq;
+    uint64_t order;                  /* seq, then (sort_lrecs) the order key */
     ProtobufCMessage *msg;
 };
 
@@ -296,7 +297,26 @@ static int cmp_lrec(const void *a, const void *b)
     const struct lrec *x = a, *y = b;
     if (x->kind != y->kind)
         return x->kind == SK_PLUGIN ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The same order by a radix sort: an instance's key gets the bit above
+ * every seq. qsort when a seq leaves no bit (or no memory). */
+static void sort_lrecs(struct lrec *r, size_t n)
+{
+    uint64_t all = 0;
+    for (size_t k = 0; k < n; k++)
+        all |= r[k].order;
+    unsigned bits = all ? 64u - (unsigned)__builtin_clzll(all) : 0;
+    if (bits < 64) {
+        for (size_t k = 0; k < n; k++)
+            r[k].order |= (uint64_t)(r[k].kind != SK_PLUGIN) << bits;
+        if (store_sort_by_u64(r, n, sizeof(*r), offsetof(struct lrec, order)) == 0)
+            return;
+        for (size_t k = 0; k < n; k++)
+            r[k].order &= ~((uint64_t)1 << bits);
+    }
+    qsort(r, n, sizeof(*r), cmp_lrec);
 }
 
 /* store_open validated every record under the lock it holds (or its caller
@@ -315,8 +335,7 @@ static int store_load(void *ctx, const struct store_load_cb *cb, struct store_me
         return store_errno(rc);
     rc = store_scan(txn, st->dbi, STORE_VERSION, &s, st->file, NULL, 0);
     mdb_txn_abort(txn);
-    if (l.n)
-        qsort(l.r, l.n, sizeof(*l.r), cmp_lrec);
+    sort_lrecs(l.r, l.n);
     if (rc == 0 && cb->reserve)
         rc = cb->reserve(l.n, cb->arg);
     for (size_t k = 0; k < l.n && rc == 0; k++) {

@@ -64,7 +64,7 @@ const struct reg_backend *store_backend(struct store *st);
  * does not exist yet. Returns 0 or a refusal above. */
 int store_check(const char *dir, char *err, size_t errlen);
 /* store_check in a forked child, for a single-threaded caller (csifs before
- * any thread), then in another child a trial of the first write transaction
+ * any thread), then in the same child a trial of the first write transaction
  * store_open makes, aborted (data.mdb unchanged; LMDB's lock.mdb is made):
  * a child killed by a signal (LMDB crashing or failing an assertion on
  * damage the page walk missed) is -EUCLEAN, naming data.mdb. */

@@ -25,9 +25,49 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Least significant byte first, 8 bits a pass, only the bytes some key
+ * uses (2 passes below 65,536): the start-up sorts every record by seq, and
+ * qsort's comparisons were a tenth of the load (the takeover rows). */
+int store_sort_by_u64(void *v, size_t n, size_t size, size_t key)
+{
+    unsigned char *a = v, *tmp, *from = a, *to;
+    uint64_t all = 0, k;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&k, a + i * size + key, sizeof(k));
+        all |= k;
+    }
+    if (n < 2 || !all)
+        return 0;
+    if (!(tmp = to = malloc(n * size)))
+        return -ENOMEM;
+    for (unsigned shift = 0; shift < 64 && all >> shift; shift += 8) {
+        size_t at[256] = { 0 }, sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&k, from + i * size + key, sizeof(k));
+            at[(k >> shift) & 0xff]++;
+        }
+        for (size_t d = 0; d < 256; d++) {
+            size_t c = at[d];
+            at[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&k, from + i * size + key, sizeof(k));
+            memcpy(to + at[(k >> shift) & 0xff]++ * size, from + i * size, size);
+        }
+        unsigned char *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != a)
+        memcpy(a, from, n * size);
+    free(tmp);
+    return 0;
+}
+
 void store_sort_u64(uint64_t *v, size_t n)
 {
-    if (n)
+    if (n && store_sort_by_u64(v, n, sizeof(*v), 0) < 0)
         qsort(v, n, sizeof(*v), cmp_u64);
 }
 

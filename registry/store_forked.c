@@ -2,8 +2,10 @@
  * the page walk does not know can still crash it, or trip one of its
  * assertions (abort) on the write path; in a child, such a crash is a
  * refusal instead of the end of csifs. store_check_forked runs store_check,
- * then the trial of the first write (store_try_write), each in a child. The
- * child sends rc and the message back on a pipe (one write each, under
+ * then the trial of the first write (store_try_write), in one child (one
+ * fork on the way to serving, not two: the takeover rows). The child sends
+ * the index of each step as it starts it (one byte; a crash is named after
+ * the last one), then STEP_END, rc and the message (one write each, under
  * PIPE_BUF) and leaves with _exit() (no atexit, no stdio). */
 #include "registry/store_int.h"
 
@@ -15,7 +17,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void child(int fd, store_check_fn *check, const char *dir, char *err, size_t errlen)
+struct step {
+    store_check_fn *fn;
+    const char *doing;               /* "reading it": for a child killed in it */
+};
+
+#define STEP_END 0xff                /* no more steps: rc and the message follow */
+
+static void child(int fd, const struct step *steps, size_t n, const char *dir, char *err,
+                  size_t errlen)
 {
     /* A crash must end the child by its signal, for the parent to see: a
      * sanitizer's handlers (ASan) would turn it into an exit code. */
@@ -24,17 +34,30 @@ static void child(int fd, store_check_fn *check, const char *dir, char *err, siz
         signal(fatal[k], SIG_DFL);
     struct rlimit none = { 0, 0 };   /* a refusal, not a core file of csifs */
     setrlimit(RLIMIT_CORE, &none);
-    int rc = check(dir, err, errlen);
-    bool ok = write(fd, &rc, sizeof(rc)) == (ssize_t)sizeof(rc) &&
-              write(fd, err, strlen(err)) == (ssize_t)strlen(err);
+    int rc = 0;
+    bool ok = true;
+    for (size_t k = 0; k < n && rc == 0 && ok; k++) {
+        unsigned char at = (unsigned char)k;
+        ok = write(fd, &at, 1) == 1;
+        rc = ok ? steps[k].fn(dir, err, errlen) : 0;
+    }
+    unsigned char end = STEP_END;
+    ok = ok && write(fd, &end, 1) == 1 && write(fd, &rc, sizeof(rc)) == (ssize_t)sizeof(rc) &&
+         write(fd, err, strlen(err)) == (ssize_t)strlen(err);
     _exit(ok ? 0 : 1);
 }
 
-/* The child's rc and message from fd: 0, or -EIO when they are incomplete. */
-static int read_reply(int fd, int *rc, char *err, size_t errlen)
+/* The child's steps, rc and message from fd: 0, or -EIO when they are
+ * incomplete; *at is the last step it started. */
+static int read_reply(int fd, size_t *at, int *rc, char *err, size_t errlen)
 {
     size_t got = 0;
     ssize_t n = 0;
+    unsigned char b = 0;
+    while ((n = read(fd, &b, 1)) == 1 && b != STEP_END)
+        *at = b;
+    if (n != 1)
+        return -EIO;
     while (got < sizeof(*rc) && (n = read(fd, (char *)rc + got, sizeof(*rc) - got)) > 0)
         got += (size_t)n;
     if (got < sizeof(*rc))
@@ -45,7 +68,7 @@ static int read_reply(int fd, int *rc, char *err, size_t errlen)
     return n < 0 ? -EIO : 0;
 }
 
-int store_run_forked(store_check_fn *check, const char *doing, const char *dir, char *err,
+static int run_steps(const struct step *steps, size_t nsteps, const char *dir, char *err,
                      size_t errlen)
 {
     char none[1];
@@ -60,11 +83,12 @@ int store_run_forked(store_check_fn *check, const char *doing, const char *dir, 
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        child(p[1], check, dir, err, errlen);
+        child(p[1], steps, nsteps, dir, err, errlen);
     }
     int e = errno, rc = 0, status = 0;
+    size_t at = 0;
     close(p[1]);
-    bool replied = pid > 0 && read_reply(p[0], &rc, err, errlen) == 0;
+    bool replied = pid > 0 && read_reply(p[0], &at, &rc, err, errlen) == 0;
     close(p[0]);
     if (pid < 0)
         return store_fail(err, errlen, -e, "%s: fork: %s", dir, strerror(e));
@@ -75,17 +99,24 @@ int store_run_forked(store_check_fn *check, const char *doing, const char *dir, 
         return store_fail(err, errlen, -EUCLEAN,
                           "%s/%s: LMDB died of signal %d (%s) %s: the LMDB "
                           "environment is corrupted", dir, STORE_DATA, WTERMSIG(status),
-                          strsignal(WTERMSIG(status)), doing);
+                          strsignal(WTERMSIG(status)), steps[at < nsteps ? at : 0].doing);
     if (!replied)                    /* its exit code is valgrind's under valgrind */
         return store_fail(err, errlen, -EIO, "%s: the store check process failed", dir);
     return rc;
 }
 
+int store_run_forked(store_check_fn *check, const char *doing, const char *dir, char *err,
+                     size_t errlen)
+{
+    const struct step one[] = { { check, doing } };
+    return run_steps(one, 1, dir, err, errlen);
+}
+
 int store_check_forked(const char *dir, char *err, size_t errlen)
 {
-    int rc = store_run_forked(store_check, "reading it", dir, err, errlen);
-    if (rc == 0)
-        rc = store_run_forked(store_try_write, "in a trial of the write that opening it "
-                              "makes", dir, err, errlen);
-    return rc;
+    static const struct step steps[] = {
+        { store_check, "reading it" },
+        { store_try_write, "in a trial of the write that opening it makes" },
+    };
+    return run_steps(steps, sizeof(steps) / sizeof(steps[0]), dir, err, errlen);
 }

@@ -56,6 +56,9 @@ struct store {
 
 /* Sort n numbers ascending (v may be NULL when n is 0). */
 void store_sort_u64(uint64_t *v, size_t n);
+/* Sort n elements of size bytes (v) ascending by the uint64_t at byte
+ * offset key of each, stably (a radix sort): 0, or -ENOMEM (v unchanged). */
+int store_sort_by_u64(void *v, size_t n, size_t size, size_t key);
 /* Format a message into err (may be NULL) and return code. */
 int store_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -40,7 +40,7 @@ struct op {
     char arg[48];
 };
 
-/* DESIGN 2, as registry/mutate.c's mut_pick_current. */
+/* DESIGN 2, as registry/mutate_apply.c's mut_pick_current. */
 static void model_pick_current(struct mplug *p)
 {
     int cur = -1, restoring = 0, first_ready = -1, to = -1;

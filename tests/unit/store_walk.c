@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,4 +120,50 @@ Test(walk, healthy_churn_is_never_refused, .timeout = 300)
 Test(walk, healthy_churn_other_seed, .timeout = 300)
 {
     run(31, 1500);
+}
+
+/* The radix sort the start-up sorts records with (store_codec.c): the
+ * order qsort gives, stable, whatever bytes the keys use (one, two, all
+ * eight, the top bit). */
+struct keyed {
+    uint32_t idx;
+    uint64_t key;
+};
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const struct keyed *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;   /* stable: first seen first */
+}
+
+Test(sort, radix_matches_a_stable_qsort)
+{
+    static const uint64_t masks[] = { 0, 0xff, 0xffff, 0xffffff, ~0ull };
+    enum { N = 3000 };
+    struct keyed *a = calloc(N, sizeof(*a)), *b = calloc(N, sizeof(*b));
+    uint64_t *u = calloc(N, sizeof(*u));
+    cr_assert(a && b && u);
+    srand(26);
+    for (size_t m = 0; m < sizeof(masks) / sizeof(masks[0]); m++)
+        for (size_t n = 0; n <= N; n = n ? n * 3 : 1) {
+            for (size_t k = 0; k < n; k++) {
+                uint64_t r = (uint64_t)rand() << 42 ^ (uint64_t)rand() << 21 ^ (uint64_t)rand();
+                a[k] = (struct keyed){ (uint32_t)k, r % 97 == 0 ? 7 & masks[m] : r & masks[m] };
+                u[k] = r & masks[m];
+            }
+            memcpy(b, a, n * sizeof(*a));
+            qsort(b, n, sizeof(*b), cmp_keyed);
+            cr_assert_eq(store_sort_by_u64(a, n, sizeof(*a), offsetof(struct keyed, key)), 0);
+            for (size_t k = 0; k < n; k++)
+                cr_assert(a[k].key == b[k].key && a[k].idx == b[k].idx,
+                          "mask %zu, n %zu: element %zu", m, n, k);
+            store_sort_u64(u, n);
+            for (size_t k = 1; k < n; k++)
+                cr_assert_leq(u[k - 1], u[k], "store_sort_u64: mask %zu, n %zu", m, n);
+        }
+    free(a);
+    free(b);
+    free(u);
 }
