@@ -79,28 +79,16 @@ static pid_t reader(const char *path, int *go, int *out)
     return pid;
 }
 
-struct call {
-    pid_t pid;
-    int status;
-};
-
-static bool call_done(void *arg)
+/* A child making one call: its pid (exit 0 or the call's errno). */
+static pid_t call_bg(int (*fn)(const char *a, const char *b), const char *a, const char *b)
 {
-    struct call *c = arg;
-    return waitpid(c->pid, &c->status, WNOHANG) == c->pid;
-}
-
-/* A child making one call (exit 0 or its errno). */
-static struct call call_bg(int (*fn)(const char *a, const char *b), const char *a,
-                           const char *b)
-{
-    struct call c = { .pid = fork() };
-    cr_assert_geq(c.pid, 0);
-    if (c.pid == 0)
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
         _exit(fn(a, b) == 0 ? 0 : errno);
-    tu_note_pid(c.pid);
-    tx_keep_pid(c.pid);
-    return c;
+    tu_note_pid(pid);
+    tx_keep_pid(pid);
+    return pid;
 }
 
 static int do_symlink(const char *target, const char *path)
@@ -114,12 +102,18 @@ static int do_mkdir(const char *path, const char *unused)
     return mkdir(path, 0755);
 }
 
-static void call_ok(struct call *c, const char *what)
+/* The call of call_bg's child pid ends, and succeeds. */
+static void call_ok(pid_t pid, const char *what)
 {
-    cr_assert(tu_wait_for(call_done, c, 4 * DELAY_MS + 5000), "%s never answered", what);
-    tx_forget_pid(c->pid);
-    cr_assert(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0, "%s: %s", what,
-              strerror(WIFEXITED(c->status) ? WEXITSTATUS(c->status) : EINTR));
+    int st = 0;
+    pid_t got = 0;
+    for (int64_t end = tu_now_ms() + tu_ms(4 * DELAY_MS + 5000); !got && tu_now_ms() < end;)
+        if (!(got = waitpid(pid, &st, WNOHANG)))
+            tu_sleep_ms(5);
+    cr_assert_eq(got, pid, "%s never answered", what);
+    tx_forget_pid(pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %s", what,
+              strerror(WIFEXITED(st) ? WEXITSTATUS(st) : EINTR));
 }
 
 /* SIGUSR2 while a socket change's commit is under way and a READ of the
@@ -144,20 +138,20 @@ Test(upgrade_order, sigusr2_while_a_commit_waits_on_a_page_a_read_holds)
     int go, out;
     pid_t rd = reader(health, &go, &out);
     tu_sleep_ms(200);                /* open: health is looked up, its page not read */
-    struct call ln = call_bg(do_symlink, target, sock);
+    pid_t ln = call_bg(do_symlink, target, sock);
     tu_sleep_ms(200);                /* queued: its commit waits DELAY_MS */
     cr_assert_eq(kill(p, SIGUSR2), 0);
     tu_sleep_ms(200);
     cr_assert_eq(write(go, "x", 1), 1);   /* the READ: after the signal, before the commit */
-    struct call mk = call_bg(do_mkdir, a2, NULL);
+    pid_t mk = call_bg(do_mkdir, a2, NULL);
     struct pollfd pf = { .fd = out, .events = POLLIN };
     cr_assert_eq(poll(&pf, 1, (int)tu_ms(DELAY_MS + 5000)), 1, "the READ was never answered");
     char got[256] = "";
     cr_assert_gt(read(out, got, sizeof(got) - 1), 0, "the READ read nothing");
     cr_assert(hd_wait_ready(&tx_hd, 2, 4 * DELAY_MS + 10000), "the upgrade never completed");
     cr_assert_eq(waitpid(p, NULL, WNOHANG), 0, "the same process runs");
-    call_ok(&ln, "the symlink queued before the signal");
-    call_ok(&mk, "the mkdir held for the new image");
+    call_ok(ln, "the symlink queued before the signal");
+    call_ok(mk, "the mkdir held for the new image");
     cr_assert(tx_log_has("held for the new image: 1$"), "the mkdir was not held");
     cr_assert(tx_log_has("took over"), "no takeover by the new image");
     cr_assert_eq(tx_sh("test \"$(readlink csi-node/c/a1/socket)\" = '%s' && test -d csi-node/c/a2",
