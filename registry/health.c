@@ -181,13 +181,16 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
         rc = -ENOMEM;
     if (rc == 0 && c.next.set_fp && (rc = dup_fp(p->fp, &c.fp)) == 0)
         c.fp_changed = fp_differs(&i->fp, &c.fp);
+    if (rc == 0 && c.fp_changed)     /* it commits: before the plan (nothing fails after) */
+        rc = mut_check_room(reg, m.est = mut_est_inst(i, fp_len(&c.fp)));
+    /* queued behind a change of the plugin's current, it must be too: applied
+     * now, memory would recompute current without that change */
+    bool behind = rc == 0 && i->plugin->w_recur;
     bool moves = rc == 0 && mut_plan_current(&m, i->plugin, NULL, i, c.next.health,
                                              c.next.ready);
-    bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed || moves ||
+    bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed || moves || behind ||
                               (reg->opts.backend && ev_next_seq(reg->ring) + PROBE_EV_ROOM >=
                                                     reg->ev_reserved));
-    if (commit && c.fp_changed)
-        rc = mut_check_room(reg, m.est = mut_est_inst(i, fp_len(&c.fp)));
     m.obj = i ? &i->o : NULL;
     if (rc < 0)
         pthread_mutex_unlock(&reg->wlock);

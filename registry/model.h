@@ -54,6 +54,12 @@ struct plugin {
     struct obj *head;            /* instances, newest first */
     uint32_t count;
     uint32_t w_count;            /* count with the queued adds and deletions */
+    /* queued mutations whose apply recomputes current (mut_plan_current);
+     * while any, current and restoring once they apply (the writers' view;
+     * with none, taken again from memory at the next plan) */
+    uint32_t w_recur;
+    struct inst *w_current;
+    uint32_t w_restoring;
     struct inst *current;
     /* current as readers see it: moved to the new one when its
      * REG_C_CURRENT change is notified, after the changes before it (the
@@ -90,6 +96,9 @@ struct inst {
     bool ready;
     bool was_healthy;            /* reached healthy since the socket was set */
     bool restoring;              /* restored with a socket, not yet probed */
+    /* the writers' view of health, ready, restoring (plugin's w_recur) */
+    enum reg_health w_health;
+    bool w_ready, w_restoring;
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
     int32_t pid;                 /* listening process, 0 unknown (memory only) */

@@ -18,6 +18,7 @@
 #ifdef CSIFS_TEST_OPTS
 int reg_test_commit_delay_ms;
 const char *reg_test_fail_commit;
+unsigned reg_test_commits_held;
 
 /* Test builds only: hold the commit, or fail it when the trigger file
  * exists (it is removed: one failure per file). */
@@ -25,6 +26,7 @@ static int test_hooks(void)
 {
     int ms = __atomic_load_n(&reg_test_commit_delay_ms, __ATOMIC_RELAXED);
     if (ms > 0) {
+        __atomic_add_fetch(&reg_test_commits_held, 1, __ATOMIC_RELEASE);
         struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
             ;
@@ -134,6 +136,8 @@ static void settle(struct reg *reg, struct mut *m, bool applied)
     struct inst *i = model_as_inst(m->obj);
     if (i)
         i->w_pend--;
+    if (m->recur)
+        m->recur->w_recur--;
     if (!applied && m->k->undo)
         m->k->undo(reg, m);
 }
@@ -428,6 +432,8 @@ int mut_submit(struct reg *reg, struct mut *m)
     struct inst *i = model_as_inst(m->obj);
     if (i)
         i->w_pend++;
+    if (m->recur)
+        m->recur->w_recur++;
     m->rec.op = (enum store_op)-1;   /* not the first record of its object yet */
     m->done = false;
     m->next = NULL;

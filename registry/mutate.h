@@ -68,6 +68,8 @@ struct mut {
     struct store_ring_rec ring;      /* the request it answers (reg_ring_set), at submit */
     struct plugin *cur_p;
     uint64_t cur_to;
+    struct plugin *recur;            /* whose current its apply recomputes (counted
+                                      * in its w_recur while queued) */
     struct store_rec cur_rec;
     struct reg_change ch[MUT_MAX_CHANGES];
     int nch;
@@ -129,13 +131,17 @@ void mut_set_health(struct reg *reg, struct mut *m, struct inst *i,
 /* Where p's current goes (DESIGN 2): the newest ready instance that is
  * healthy; with none, it stays (or, when it is `gone` or there is none, the
  * newest ready one); while an instance restored at start awaits its first
- * probe, it holds. `ov`, if not NULL, is seen with health h and ready as
- * given and as probed (the change being validated); `gone` as removed. */
-struct inst *mut_pick_current(const struct plugin *p, const struct inst *gone,
-                              const struct inst *ov, enum reg_health h, bool ready);
+ * probe, it holds. `gone` as removed. w: on the writers' view (queued
+ * deletions removed too), else on memory. */
+struct inst *mut_pick_current(const struct plugin *p, const struct inst *gone, bool w);
 /* At validation (wlock): when the change moves p's current, note it in m so
  * that the plugin's record joins the commit (each move is committed).
- * Returns whether it moves. */
+ * Returns whether it moves. It plans on the writers' view (w_current,
+ * w_health, ...: memory plus the queued changes of p's current, in queue
+ * order, which is apply order) and marks it with this change, so that a
+ * move apply makes is the move committed (a plan on memory alone missed
+ * the queued ones: memory and store then disagreed on current). A probe
+ * behind such a change is queued, never applied at once. */
 bool mut_plan_current(struct mut *m, struct plugin *p, const struct inst *gone,
                       const struct inst *ov, enum reg_health h, bool ready);
 /* Recompute p->current (mut_pick_current, `gone` as there); emits

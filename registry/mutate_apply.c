@@ -122,18 +122,18 @@ struct reg_change *mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind
     return c;
 }
 
-struct inst *mut_pick_current(const struct plugin *p, const struct inst *gone,
-                              const struct inst *ov, enum reg_health h, bool ready)
+struct inst *mut_pick_current(const struct plugin *p, const struct inst *gone, bool w)
 {
-    struct inst *cur = p->current != gone ? p->current : NULL, *first_ready = NULL;
-    unsigned probed_now = (ov && ov->restoring) + (gone && gone->restoring);
-    if (cur && p->restoring > probed_now)
+    struct inst *cur = w ? p->w_current : p->current, *first_ready = NULL;
+    if (cur == gone || (w && cur && cur->o.w_dead))
+        cur = NULL;
+    if (cur && (w ? p->w_restoring : p->restoring))
         return cur;
     for (struct obj *o = p->head; o; o = o->next) {
         struct inst *i = model_as_inst(o);
-        if (i == gone || !(i == ov ? ready : i->ready))
+        if (i == gone || (w && o->w_dead) || !(w ? i->w_ready : i->ready))
             continue;
-        if ((i == ov ? h : i->health) == REG_HEALTHY)
+        if ((w ? i->w_health : i->health) == REG_HEALTHY)
             return i;
         if (!first_ready)
             first_ready = i;
@@ -141,12 +141,40 @@ struct inst *mut_pick_current(const struct plugin *p, const struct inst *gone,
     return cur ? cur : first_ready;
 }
 
+/* i no longer holds current in the writers' view (mut_probed's twin). */
+static void w_probed(struct inst *i)
+{
+    if (i && i->w_restoring) {
+        i->w_restoring = false;
+        i->plugin->w_restoring--;
+    }
+}
+
 bool mut_plan_current(struct mut *m, struct plugin *p, const struct inst *gone,
                       const struct inst *ov, enum reg_health h, bool ready)
 {
-    struct inst *to = mut_pick_current(p, gone, ov, h, ready);
-    if (to == p->current)
+    if (!p->w_recur) {               /* nothing queued: the view is memory */
+        p->w_current = p->current;
+        p->w_restoring = p->restoring;
+        for (struct obj *o = p->head; o; o = o->next) {
+            struct inst *i = model_as_inst(o);
+            i->w_health = i->health;
+            i->w_ready = i->ready;
+            i->w_restoring = i->restoring;
+        }
+    }
+    w_probed((struct inst *)gone);
+    if (ov) {
+        struct inst *i = (struct inst *)ov;
+        i->w_health = h;
+        i->w_ready = ready;
+        w_probed(i);
+    }
+    m->recur = p;
+    struct inst *to = mut_pick_current(p, gone, true);
+    if (to == p->w_current)
         return false;
+    p->w_current = to;
     m->cur_p = p;
     m->cur_to = to ? to->o.seq : 0;
     return true;
@@ -163,7 +191,7 @@ void mut_probed(struct inst *i)
 void mut_update_current(struct reg *reg, struct mut *m, struct plugin *p,
                         const struct inst *gone)
 {
-    struct inst *cur = mut_pick_current(p, gone, NULL, REG_UNKNOWN, false);
+    struct inst *cur = mut_pick_current(p, gone, false);
     if (cur == p->current)
         return;
     p->current = cur;

@@ -350,7 +350,9 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
     }
     i->w_gen++;
     m->obj = &i->o;
-    mut_plan_current(m, i->plugin, NULL, i, REG_UNKNOWN, i->ready);
+    /* apply keeps ready as it is then: with changes queued, the view's */
+    mut_plan_current(m, i->plugin, NULL, i, REG_UNKNOWN,
+                     i->plugin->w_recur ? i->w_ready : i->ready);
     return mut_submit(reg, m);
 }
 

@@ -329,6 +329,9 @@ int reg_keep(struct reg *reg, struct reg_keep_table *t, uint32_t n, bool restore
  * exists, the next commit removes it and fails with EIO. */
 extern int reg_test_commit_delay_ms;
 extern const char *reg_test_fail_commit;
+/* Commits held so far (atomic): a test knows its batch is taken, being
+ * committed and not yet applied once this grows. */
+extern unsigned reg_test_commits_held;
 #endif
 
 #endif

@@ -2,11 +2,13 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "registry/registry.h"
+#include "tests/lib/storeutil.h"
 #include "tests/lib/testutil.h"
 
 #define THREADS 8
@@ -153,4 +155,80 @@ Test(concurrency, random_operations_keep_invariants)
     cr_assert_eq(carry, 0);
     cr_assert_gt(count, 100);
     reg_close(reg);
+}
+
+/* ---- what is committed of `current` is what is applied (DESIGN 2, 7) ---- */
+
+static uint64_t race_b;
+
+static void *probe_b_healthy(void *arg)
+{
+    struct reg *r = arg;
+    struct reg_node n;
+    intptr_t rc = reg_get(r, race_b, &n);
+    struct reg_probe p = { .gen = n.gen, .outcome = REG_PROBE_OK, .latency_us = 10, .fp = &fp };
+    if (rc == 0)
+        rc = reg_probe_result(r, race_b, &p);
+    return (void *)rc;
+}
+
+/* p's current in memory, then (reopened: restored as persisted) in the store. */
+static void current_both(struct su *s, uint64_t plugin, char *mem, char *st)
+{
+    cr_assert_gt(reg_current_get(s->reg, plugin, mem, 64), 0);
+    su_close(s);
+    cr_assert_eq(su_open(s), 0, "%s", s->err);
+    cr_assert_gt(reg_current_get(s->reg, plugin, st, 64), 0);
+}
+
+/* b (newer) unhealthy, a healthy and current. b's probe says healthy: its
+ * move of current to b is queued and its batch held mid-commit; then b's
+ * socket changes (b unknown: current goes back to a). That change is
+ * validated while the move is not applied yet: the move back must be in
+ * its commit, or memory says a and the store b (a restart moves it). */
+Test(concurrency, socket_change_behind_a_queued_move_of_current_commits_it)
+{
+    char *tmp = tu_tmpdir("race");
+    char dir[4096], mem[64], st[64];
+    cr_assert(tmp);
+    snprintf(dir, sizeof(dir), "%s/state", tmp);
+    struct su s = { .dir = dir };
+    cr_assert_eq(su_open(&s), 0, "%s", s.err);
+    int64_t a = su_register(s.reg, REG_NODE, "p", "a"), b = su_register(s.reg, REG_NODE, "p", "b");
+    cr_assert(a > 0 && b > 0);
+    cr_assert_eq(su_make_ready(s.reg, (uint64_t)a, "/run/a.sock"), 0);
+    cr_assert_eq(su_make_ready(s.reg, (uint64_t)b, "/run/b.sock"), 0);
+    struct reg_node nb;
+    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    uint64_t plugin = nb.parent;
+    struct reg_probe bad = { .gen = nb.gen, .outcome = REG_PROBE_ERROR, .reason = "refused" };
+    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)b, &bad), 0);
+    current_both(&s, plugin, mem, st);
+    cr_assert_str_eq(mem, "a");
+    cr_assert_str_eq(st, "a");
+    /* reopened: every instance restored; probe both again */
+    cr_assert_eq(su_make_ready(s.reg, (uint64_t)a, "/run/a2.sock"), 0);
+    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    bad.gen = nb.gen;
+    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)b, &bad), 0);
+    cr_assert_eq(reg_current_get(s.reg, plugin, mem, sizeof(mem)) > 0 && !strcmp(mem, "a"), 1);
+
+    race_b = (uint64_t)b;
+    unsigned held = __atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE);
+    reg_test_commit_delay_ms = 300;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, probe_b_healthy, s.reg), 0);
+    while (__atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE) == held)
+        tu_sleep_ms(1);              /* the probe's batch: taken, not applied */
+    cr_assert_eq(reg_socket_set(s.reg, (uint64_t)b, "/run/b2.sock"), 0);
+    void *rc;
+    pthread_join(th, &rc);
+    reg_test_commit_delay_ms = 0;
+    cr_assert_eq((intptr_t)rc, 0);
+    current_both(&s, plugin, mem, st);
+    cr_assert_str_eq(mem, "a", "memory's current: %s", mem);
+    cr_assert_str_eq(st, mem, "the store's current %s, memory's %s", st, mem);
+    su_close(&s);
+    tu_rmrf(tmp);
+    free(tmp);
 }
