@@ -13,22 +13,11 @@
 #define MUT_GATHER_US 200
 #endif
 
-/* registry/mutate.c: after a batch the commit thread watches the queue
- * this long before it sleeps (0: sleeps at once). Row: register_serial. */
-#ifndef MUT_SPIN_NS
-#define MUT_SPIN_NS 0
-#endif
-
 /* fs/serve.c: the FUSE thread keeps reading /dev/fuse this long after a
  * request it answered before it sleeps (0: sleep at once). Rows: read_open,
  * browse_warm (a reader's next request finds it awake). */
 #ifndef FS_SPIN_NS
 #define FS_SPIN_NS 200000
-#endif
-/* fs/serve.c: 1, the FUSE thread polls FS_SPIN_NS after a request handed
- * to the commit thread too (0: sleeps at once). Row: register_serial. */
-#ifndef FS_SPIN_HANDED
-#define FS_SPIN_HANDED 0
 #endif
 /* fs/serve.c: a sched_yield() that took longer ran another task: stop
  * polling (the CPU is wanted). Rows: read_open and browse_warm under load

@@ -131,7 +131,7 @@ int fs_serve(struct fuse_session *se)
             hdr = (struct fs_serve_hdr){ 0 };
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
-            awake_until = handed_off && !FS_SPIN_HANDED ? 0 : done + FS_SPIN_NS;
+            awake_until = handed_off ? 0 : done + FS_SPIN_NS;
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;

@@ -125,7 +125,6 @@ struct reg {
     struct mut *qhead, **qtail;  /* validated, waiting for the commit thread */
     struct mut *inflight;        /* the batch being committed */
     size_t qlen, last_batch;     /* queued now; the size of the last batch */
-    unsigned submits;            /* mutations queued so far (atomic; read without wlock) */
     size_t gather;               /* the commit thread waits for this many queued */
     pthread_cond_t gather_cv;    /* CLOCK_MONOTONIC */
     pthread_cond_t commit_cv;    /* the commit thread waits for a mutation */

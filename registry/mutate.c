@@ -3,10 +3,8 @@
  * What a mutation's kind calls at validation and apply is mutate_apply.c. */
 #include "registry/mutate.h"
 #include "base/counters.h"
-#include "base/defaults.h"
 #include "base/knobs.h"
 
-#include <sched.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,36 +301,12 @@ static void lead(struct reg *reg)
     answer(reg, batch, rc);
 }
 
-/* After a batch, the commit thread watches the queue for MUT_SPIN_NS
- * before it sleeps (wlock held on entry and return): a lone writer's next
- * mutation (its reply, its next syscall, the FUSE thread's validation) then
- * finds it awake. Like fs/serve.c's poll it yields the CPU, and stops at
- * the first yield that ran another task. */
-static void linger(struct reg *reg)
-{
-    if (MUT_SPIN_NS <= 0 || reg->qhead || reg->commit_stop)
-        return;
-    pthread_mutex_unlock(&reg->wlock);
-    int64_t until = csifs_mono_ns() + MUT_SPIN_NS;
-    unsigned seen = __atomic_load_n(&reg->submits, __ATOMIC_RELAXED);
-    for (;;) {
-        int64_t t = csifs_mono_ns();
-        if (t >= until || __atomic_load_n(&reg->submits, __ATOMIC_RELAXED) != seen)
-            break;
-        sched_yield();
-        if (csifs_mono_ns() - t > FS_YIELD_BUSY_NS)
-            break;
-    }
-    pthread_mutex_lock(&reg->wlock);
-}
-
 /* The commit thread: leads every batch, until mut_stop and an empty queue. */
 static void *committer(void *arg)
 {
     struct reg *reg = arg;
     pthread_mutex_lock(&reg->wlock);
     for (;;) {
-        linger(reg);
         while (!reg->qhead && !reg->commit_stop)
             pthread_cond_wait(&reg->commit_cv, &reg->wlock);
         if (!reg->qhead)
@@ -447,7 +421,6 @@ int mut_submit(struct reg *reg, struct mut *m)
     }
     *reg->qtail = m;
     reg->qtail = &m->next;
-    __atomic_add_fetch(&reg->submits, 1, __ATOMIC_RELAXED);
     if (++reg->qlen == reg->gather)
         pthread_cond_signal(&reg->gather_cv);
     pthread_cond_signal(&reg->commit_cv);
