@@ -74,7 +74,7 @@ static void use(struct store *st)
     be->room(be->ctx, &room);
     struct store_rec add = { .op = STORE_PUT_PLUGIN,
                              .u.plugin = { REG_NODE, "fuzz-added", meta.next_seq, 1, 0 } };
-    struct store_txn t = { { meta.next_seq + 1, meta.ev_reserved }, &add };
+    struct store_txn t = { .meta = { meta.next_seq + 1, meta.ev_reserved }, .recs = &add };
     if (be->commit(be->ctx, &t) != 0)
         return;
     struct store_rec del1 = { .op = STORE_DEL_PLUGIN, .u.plugin = l.first };
