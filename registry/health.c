@@ -21,10 +21,15 @@ static bool fp_ok(enum reg_type type, const struct reg_fingerprint *fp)
 int health_next(const struct reg *reg, const struct inst *i, const struct reg_probe *p,
                 struct health_next *out)
 {
+    /* From i as the queued probes leave it: from memory, a probe behind an
+     * OK one not applied yet would take its readiness back (DESIGN 3) */
+    bool w = i->plugin->w_recur;
+    enum reg_health health = w ? i->w_health : i->health;
+    bool ready = w ? i->w_ready : i->ready, was_healthy = w ? i->w_was_healthy : i->was_healthy;
     bool ok = p->outcome == REG_PROBE_OK;
     const char *why = p->reason && *p->reason ? p->reason
                       : p->outcome == REG_PROBE_NOT_READY ? "not ready" : "error";
-    if (ok && !p->fp && i->health != REG_HEALTHY)
+    if (ok && !p->fp && health != REG_HEALTHY)
         return -EINVAL;              /* the way to healthy goes through a fingerprint */
     if (ok && p->fp && !fp_ok(i->o.type, p->fp)) {
         ok = false;
@@ -33,15 +38,15 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
     out->probe_outcome = ok ? REG_PROBE_OK : p->outcome == REG_PROBE_OK ? REG_PROBE_ERROR
                                                                         : p->outcome;
     snprintf(out->probe_reason, sizeof(out->probe_reason), "%s", ok ? "ok" : why);
-    out->ready = i->ready;
-    out->was_healthy = i->was_healthy;
+    out->ready = ready;
+    out->was_healthy = was_healthy;
     out->set_fp = ok && p->fp;
     if (ok) {
         out->health = REG_HEALTHY;
         out->ready = true;
         out->was_healthy = true;
         snprintf(out->reason, sizeof(out->reason), "ok");
-    } else if (i->health == REG_HEALTHY || i->was_healthy) {
+    } else if (health == REG_HEALTHY || was_healthy) {
         out->health = REG_UNHEALTHY;
         snprintf(out->reason, sizeof(out->reason), "%s", why);
     } else if (model_mono_ms() - i->unknown_since_ms >= reg->opts.health_timeout_ms) {
@@ -188,6 +193,8 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
     bool behind = rc == 0 && i->plugin->w_recur;
     bool moves = rc == 0 && mut_plan_current(&m, i->plugin, NULL, i, c.next.health,
                                              c.next.ready);
+    if (rc == 0)
+        i->w_was_healthy = c.next.was_healthy;
     bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed || moves || behind ||
                               (reg->opts.backend && ev_next_seq(reg->ring) + PROBE_EV_ROOM >=
                                                     reg->ev_reserved));

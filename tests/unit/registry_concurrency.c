@@ -232,3 +232,58 @@ Test(concurrency, socket_change_behind_a_queued_move_of_current_commits_it)
     tu_rmrf(tmp);
     free(tmp);
 }
+
+/* ---- a probe validated behind a queued probe of the same instance ---- */
+
+/* a ready but unhealthy and current; b has its socket, not probed yet. b's
+ * OK probe (b ready and healthy: current moves to b) is held mid-commit;
+ * then b's next probe fails. It is validated while the first is not
+ * applied: its outcome must follow from b as the first leaves it (ready,
+ * was healthy: unhealthy), not from memory (not ready, unknown), or its
+ * apply takes b's readiness back and leaves current on an instance that
+ * is not ready. */
+Test(concurrency, probe_behind_a_queued_probe_of_the_same_instance_keeps_ready)
+{
+    char *tmp = tu_tmpdir("race");
+    char dir[4096], mem[64], st[64];
+    cr_assert(tmp);
+    snprintf(dir, sizeof(dir), "%s/state", tmp);
+    struct su s = { .dir = dir };
+    cr_assert_eq(su_open(&s), 0, "%s", s.err);
+    int64_t a = su_register(s.reg, REG_NODE, "p", "a"), b = su_register(s.reg, REG_NODE, "p", "b");
+    cr_assert(a > 0 && b > 0);
+    cr_assert_eq(su_make_ready(s.reg, (uint64_t)a, "/run/a.sock"), 0);
+    struct reg_node na, nb;
+    cr_assert_eq(reg_get(s.reg, (uint64_t)a, &na), 0);
+    struct reg_probe bad = { .gen = na.gen, .outcome = REG_PROBE_ERROR, .reason = "refused" };
+    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)a, &bad), 0);
+    cr_assert_eq(reg_socket_set(s.reg, (uint64_t)b, "/run/b.sock"), 0);
+    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    uint64_t plugin = nb.parent;
+    cr_assert_eq(reg_current_get(s.reg, plugin, mem, sizeof(mem)) > 0 && !strcmp(mem, "a"), 1);
+
+    race_b = (uint64_t)b;
+    unsigned held = __atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE);
+    reg_test_commit_delay_ms = 300;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, probe_b_healthy, s.reg), 0);
+    while (__atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE) == held)
+        tu_sleep_ms(1);              /* b's OK probe: taken, not applied */
+    bad.gen = nb.gen;
+    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)b, &bad), 0);
+    void *rc;
+    pthread_join(th, &rc);
+    reg_test_commit_delay_ms = 0;
+    cr_assert_eq((intptr_t)rc, 0);
+    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    cr_assert(nb.ready, "b is no longer ready");
+    cr_assert_eq(nb.health, REG_UNHEALTHY, "b's health %d", nb.health);
+    current_both(&s, plugin, mem, st);
+    cr_assert_str_eq(mem, "b", "memory's current: %s", mem);
+    cr_assert_str_eq(st, "b", "the store's current: %s", st);
+    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    cr_assert(nb.ready, "b restored not ready");
+    su_close(&s);
+    tu_rmrf(tmp);
+    free(tmp);
+}
