@@ -159,6 +159,21 @@ static bool fp_differs(const struct fp *a, const struct fp *b)
            strcmp(a->capabilities, b->capabilities) || a->max_volumes != b->max_volumes;
 }
 
+/* The fingerprint i has once its queued probes apply (wlock held; a queued
+ * socket change makes the probe stale): from memory alone, a probe behind
+ * one that changes it would find it unchanged, and the earlier one's stay. */
+static const struct fp *w_fp(const struct reg *reg, const struct inst *i)
+{
+    const struct fp *f = &i->fp;
+    struct mut *lists[] = { reg->inflight, reg->qhead };
+    for (int l = 0; l < 2 && i->w_pend; l++)
+        for (struct mut *m = lists[l]; m; m = m->next)
+            if (m->obj == &i->o && m->k == &probe_commit &&
+                ((struct probe_ctx *)m->ctx)->fp_changed)
+                f = &((struct probe_ctx *)m->ctx)->fp;
+    return f;
+}
+
 static size_t fp_len(const struct fp *f)
 {
     return strlen(f->provider) + strlen(f->version) + strlen(f->nodeid) + strlen(f->topology) +
@@ -185,7 +200,7 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
     if (rc == 0 && !(c.spare = model_reason_new(reg, c.next.probe_reason)))
         rc = -ENOMEM;
     if (rc == 0 && c.next.set_fp && (rc = dup_fp(p->fp, &c.fp)) == 0)
-        c.fp_changed = fp_differs(&i->fp, &c.fp);
+        c.fp_changed = fp_differs(w_fp(reg, i), &c.fp);
     if (rc == 0 && c.fp_changed)     /* it commits: before the plan (nothing fails after) */
         rc = mut_check_room(reg, m.est = mut_est_inst(i, fp_len(&c.fp)));
     /* queued behind a change of the plugin's current, it must be too: applied

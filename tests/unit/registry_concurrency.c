@@ -287,3 +287,62 @@ Test(concurrency, probe_behind_a_queued_probe_of_the_same_instance_keeps_ready)
     tu_rmrf(tmp);
     free(tmp);
 }
+
+static const struct reg_fingerprint fp_g = { "test.csi", "2", "node-b", 0, "", "" };
+
+static void *probe_b_with_g(void *arg)
+{
+    struct reg *r = arg;
+    struct reg_node n;
+    intptr_t rc = reg_get(r, race_b, &n);
+    struct reg_probe p = { .gen = n.gen, .outcome = REG_PROBE_OK, .latency_us = 10, .fp = &fp_g };
+    if (rc == 0)
+        rc = reg_probe_result(r, race_b, &p);
+    return (void *)rc;
+}
+
+/* b healthy with version 1; a probe saying version 2 is held mid-commit,
+ * then one saying 1 again: compared with memory (1) it changed nothing,
+ * and 2 stayed, in memory and in the store. */
+Test(concurrency, fingerprint_behind_a_queued_fingerprint_change_is_committed)
+{
+    char *tmp = tu_tmpdir("race");
+    char dir[4096], v[64];
+    cr_assert(tmp);
+    snprintf(dir, sizeof(dir), "%s/state", tmp);
+    struct su s = { .dir = dir };
+    cr_assert_eq(su_open(&s), 0, "%s", s.err);
+    int64_t b = su_register(s.reg, REG_NODE, "p", "b");
+    cr_assert(b > 0);
+    cr_assert_eq(su_make_ready(s.reg, (uint64_t)b, "/run/b.sock"), 0);
+    struct reg_node nb;
+    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    struct reg_fingerprint f1 = fp_g;
+    f1.version = "1";
+    struct reg_probe back = { .gen = nb.gen, .outcome = REG_PROBE_OK, .fp = &f1 };
+    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)b, &back), 0);
+
+    race_b = (uint64_t)b;
+    unsigned held = __atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE);
+    reg_test_commit_delay_ms = 300;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, probe_b_with_g, s.reg), 0);
+    while (__atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE) == held)
+        tu_sleep_ms(1);              /* version 2: taken, not applied */
+    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)b, &back), 0);
+    void *rc;
+    pthread_join(th, &rc);
+    reg_test_commit_delay_ms = 0;
+    cr_assert_eq((intptr_t)rc, 0);
+    for (int pass = 0; pass < 2; pass++) {  /* memory, then the store */
+        ssize_t n = reg_attr_show(s.reg, (uint64_t)b, REG_A_VERSION, v, sizeof(v) - 1);
+        cr_assert_gt(n, 0);
+        v[n] = '\0';
+        cr_assert_str_eq(v, "1\n", "%s: version %s", pass ? "the store" : "memory", v);
+        su_close(&s);
+        cr_assert_eq(su_open(&s), 0, "%s", s.err);
+    }
+    su_close(&s);
+    tu_rmrf(tmp);
+    free(tmp);
+}
