@@ -54,12 +54,15 @@ cleanup_run() { # $1 = pid (and process group) of the binary that just ended
     : >"$made"
 }
 
-# Run "$@" in its own session (in the foreground: a background job of a
-# non-interactive shell would start with SIGINT ignored); its exit status.
+# Run "$@" in its own session, SIGINT and SIGQUIT at their default action
+# (a lane is a background job of sh, which starts with both ignored; so may
+# this script be: a binary inherits that, and the shells it starts could not
+# trap them); its exit status.
 run_own() {
     pidf="$CSIFS_TEST_RUNDIR/pid"; rm -f "$pidf"
     # shellcheck disable=SC2016  # $$ and $0 belong to the inner sh
-    setsid -w sh -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$@" >"$log" 2>&1; rc=$?
+    setsid -w env --default-signal=INT,QUIT sh -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$@" \
+        >"$log" 2>&1; rc=$?
     pid=$(cat "$pidf" 2>/dev/null)
     [ -z "$pid" ] || cleanup_run "$pid"
     return "$rc"
