@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -85,9 +87,13 @@ static void *reader(void *arg)
         struct iovec iov = { buf, sizeof(buf) - 1 };
         struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl,
                             .msg_controllen = sizeof(ctl) };
+        /* Received and handled under mu: see drain. */
+        pthread_mutex_lock(&h->mu);
         ssize_t n = recvmsg(h->sfd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-        if (n < 0)
+        if (n < 0) {
+            pthread_mutex_unlock(&h->mu);
             continue;
+        }
         buf[n] = '\0';
         int fds[HD_MAXFDS], nfds = 0;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
@@ -95,7 +101,6 @@ static void *reader(void *arg)
                 for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) &&
                                    nfds < HD_MAXFDS; k++)
                     memcpy(&fds[nfds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
-        pthread_mutex_lock(&h->mu);
         message(h, buf, fds, nfds);
         pthread_mutex_unlock(&h->mu);
     }
@@ -195,10 +200,27 @@ bool hd_wait_ready(struct holder *h, unsigned n, int ms)
     return ok;
 }
 
+/* With h->mu held: wait until the reader has handled every datagram on
+ * the socket (a liveness bound of tu_ms(10 s)). A process that was reaped,
+ * or whose later message was seen, has every message it sent queued or
+ * handled; a datagram is taken off the queue and handled under mu, so an
+ * empty queue seen under mu means all handled. */
+static void drain(struct holder *h)
+{
+    int64_t end = tu_now_ms() + tu_ms(10000);
+    int q = 0;
+    while (h->running && ioctl(h->sfd, SIOCINQ, &q) == 0 && q > 0 && tu_now_ms() < end) {
+        pthread_mutex_unlock(&h->mu);
+        tu_sleep_ms(5);
+        pthread_mutex_lock(&h->mu);
+    }
+}
+
 int hd_fd(struct holder *h, const char *name)
 {
     int fd = -1;
     pthread_mutex_lock(&h->mu);
+    drain(h);
     for (int k = 0; k < HD_MAXFDS; k++)
         if (h->fds[k] >= 0 && !strcmp(h->names[k], name))
             fd = h->fds[k];
@@ -210,6 +232,7 @@ int hd_nfds(struct holder *h)
 {
     int n = 0;
     pthread_mutex_lock(&h->mu);
+    drain(h);
     for (int k = 0; k < HD_MAXFDS; k++)
         n += h->fds[k] >= 0;
     pthread_mutex_unlock(&h->mu);

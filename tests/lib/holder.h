@@ -35,7 +35,9 @@ int hd_start(struct holder *h);
 pid_t hd_spawn(struct holder *h, char *const argv[]);
 /* Wait (tu_ms(ms)) until READY=1 has arrived n times in all: true if so. */
 bool hd_wait_ready(struct holder *h, unsigned n, int ms);
-/* The stored fd named name (-1 none); how many fds are stored. */
+/* The stored fd named name (-1 none); how many fds are stored. Both first
+ * handle every message already on the socket (a reaped process's last
+ * FDSTOREREMOVE=1 counts). */
 int hd_fd(struct holder *h, const char *name);
 int hd_nfds(struct holder *h);
 /* Store fd under name as if a process had sent it (dup'ed). */
