@@ -6,6 +6,8 @@
 #   make demo       a 20 s tour on a temporary mount (scripts/demo.sh)
 #   make test       install deps, build the test binaries, run every test
 #   make test-asan  the same tests built with ASan + UBSan
+#   (JOBS=N: the build of test, test-asan, crash-test, fuzz and stress runs
+#   N jobs at once)
 #   make bench      benchmarks
 #   make crash-test ROUNDS=N      SIGKILL csifs under writers, restart, check (default 50)
 #   make crash-test TAKEOVER=1    the same under the test fd store: each successor takes
@@ -100,6 +102,10 @@ CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/flo
 # mostly wait on deadlines and on each other's processes); the system
 # suites one at a time after them. TEST_LANES=1: all one after another.
 TEST_LANES ?= 2
+# make test JOBS=N (test-asan, crash-test, fuzz, stress too): their builds
+# run N jobs at once (a recursive make of a serial one runs one at a time).
+JOBS ?=
+J = $(if $(JOBS),-j$(JOBS))
 
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry keep events events_ring store store_crash store_refuse),$(UNIT_TESTS))
 
@@ -123,11 +129,11 @@ demo: deps
 	@sh scripts/demo.sh "$(BUILD)"
 
 test: deps
-	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory $(J) tests
 	@$(MAKE) --no-print-directory check
 
 test-asan: deps
-	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 tests
+	@$(MAKE) --no-print-directory $(J) BUILD=build/asan SAN=1 OPT=-O1 tests
 	@CSIFS_TEST_SLACK=3 $(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 VALGRIND_TESTS= check
 
 check: tests
@@ -143,20 +149,20 @@ bench: deps
 
 # SIGKILL csifs under 1, 4 and 8 writers, restart, check (tests/crash/main.c).
 crash-test: deps
-	@$(MAKE) --no-print-directory $(BUILD)/csifs $(BUILD)/csi-test-plugin $(BUILD)/csifs-crash-test
+	@$(MAKE) --no-print-directory $(J) $(BUILD)/csifs $(BUILD)/csi-test-plugin $(BUILD)/csifs-crash-test
 	@BUILD="$(BUILD)" TAKEOVER="$(TAKEOVER)" UPGRADE="$(UPGRADE)" $(BUILD)/csifs-crash-test $(ROUNDS)
 
 # libFuzzer targets (tests/fuzz), FUZZ_SECONDS each; a crash saves its
 # reproducer under build/fuzz/artifacts/<target>/ and fails.
 fuzz: deps
-	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=$(FUZZ_CC) SAN=fuzz OPT=-O1 fuzz-bins
+	@$(MAKE) --no-print-directory $(J) BUILD=build/fuzz CC=$(FUZZ_CC) SAN=fuzz OPT=-O1 fuzz-bins
 	@sh tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 
 # 8 random writers + an events reader against the ASan build (tests/stress).
 stress: deps
-	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 OPT=-O1 build/asan/csifs \
+	@$(MAKE) --no-print-directory $(J) BUILD=build/asan SAN=1 OPT=-O1 build/asan/csifs \
 	  build/asan/csi-test-plugin build/asan/csifs-stress
 	@BUILD=build/asan CSIFS_TEST_SLACK=3 build/asan/csifs-stress $(STRESS_SECONDS)
 
