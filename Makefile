@@ -107,6 +107,16 @@ TEST_LANES ?= 2
 JOBS ?=
 J = $(if $(JOBS),-j$(JOBS))
 
+# The lanes take the next binary no lane has taken (scripts/run-tests.sh):
+# the longest first, so that the lanes end together: install (it builds a
+# release csifs, some 2 minutes), the valgrind ones (run twice), then the
+# integration suites that wait on many heartbeats; the rest in name order.
+LONG_TESTS  := integration/install unit/store_refuse unit/store_crash unit/registry unit/store \
+               unit/keep unit/events unit/events_ring integration/prober_death integration/prober \
+               integration/commit integration/current_health
+LANE_TESTS   = $(foreach t,$(LONG_TESTS),$(filter $(BUILD)/tests/$(t),$(UNIT_TESTS) $(INTEG_TESTS))) \
+               $(filter-out $(addprefix $(BUILD)/tests/,$(LONG_TESTS)),$(UNIT_TESTS) $(INTEG_TESTS))
+
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry keep events events_ring store store_crash store_refuse),$(UNIT_TESTS))
 
 .PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress install uninstall clean
@@ -141,7 +151,7 @@ check: tests
 	@sh scripts/check-cycles.sh || { echo "check: FAILED: a cycle in the file-level call graph (scripts/check-cycles.sh, above)" >&2; exit 1; }
 	@! grep -ln '^#include "cmd/' base/* registry/* csi/* fs/* kubelet/* || { echo "check: FAILED: the files above include cmd/ (the command): only cmd/ and tests may" >&2; exit 1; }
 	@BUILD="$(BUILD)" VALGRIND_TESTS="$(VALGRIND_TESTS)" \
-	  sh scripts/run-tests.sh --lanes $(TEST_LANES) $(UNIT_TESTS) $(INTEG_TESTS) --serial $(SYSTEM_TESTS)
+	  sh scripts/run-tests.sh --lanes $(TEST_LANES) $(LANE_TESTS) --serial $(SYSTEM_TESTS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH)

@@ -2,10 +2,13 @@
 # Runs test binaries (Criterion) and prints one closing line "N passed, N failed".
 #   run-tests.sh [--lanes N] BIN... [--serial BIN...]
 # With --lanes N, the binaries before --serial run in N lanes at once (a
-# lane: every N-th of them, one after another, in a run of this script of
-# its own; its output is printed whole once every lane ended), then those
-# after --serial one at a time (the suites that start etcd, floods or crash
-# loops). Each binary's wall time follows its output ("-- NAME: N s").
+# lane: a run of this script of its own, which takes the binaries in their
+# order, each that no other lane has taken yet (mkdir of its number in the
+# claims dir $CSIFS_TEST_CLAIMS), so the lanes end close together when the
+# long ones come first; its output is printed whole once every lane ended),
+# then those after --serial one at a time (the suites that start etcd,
+# floods or crash loops). Each binary's wall time follows its output
+# ("-- NAME: N s").
 # Those named in $VALGRIND_TESTS run a second time under valgrind (memcheck,
 # leaks and errors fatal). Every binary runs even when an earlier one failed.
 #
@@ -86,6 +89,8 @@ count() { # $1 = name, $2 = exit status; reads the Criterion synthesis line in $
     [ "$c_fail" -eq 0 ] || bad="$bad $1"
 }
 
+claims=${CSIFS_TEST_CLAIMS:-}
+unset CSIFS_TEST_CLAIMS
 lanes=1
 if [ "${1:-}" = --lanes ]; then lanes=$2; shift 2; fi
 par=""; ser=""; after=0
@@ -95,14 +100,12 @@ for a in "$@"; do
     else par="$par $a"; fi
 done
 if [ "$lanes" -gt 1 ]; then
+    mkdir "$CSIFS_TEST_RUNDIR/claims" || exit 1
     k=0
     while [ "$k" -lt "$lanes" ]; do
         # shellcheck disable=SC2086  # the lists are paths without blanks
-        set -- $par
-        i=0; mine=""
-        for t in "$@"; do [ $((i % lanes)) -eq "$k" ] && mine="$mine $t"; i=$((i + 1)); done
-        # shellcheck disable=SC2086
-        [ -z "$mine" ] || sh "$0" $mine >"$CSIFS_TEST_RUNDIR/lane$k" 2>&1 &
+        [ -z "$par" ] || CSIFS_TEST_CLAIMS=$CSIFS_TEST_RUNDIR/claims \
+            sh "$0" $par >"$CSIFS_TEST_RUNDIR/lane$k" 2>&1 &
         k=$((k + 1))
     done
     wait
@@ -124,7 +127,10 @@ if [ "$lanes" -gt 1 ]; then
 fi
 # shellcheck disable=SC2086
 set -- $par $ser
+i=0
 for t in "$@"; do
+    i=$((i + 1))
+    [ -z "$claims" ] || mkdir "$claims/$i" 2>/dev/null || continue
     name=${t#"${BUILD:-build}"/tests/}
     echo "== $name"
     t0=$(date +%s)
@@ -134,11 +140,13 @@ for t in "$@"; do
     count "$name" "$rc"
     case " ${VALGRIND_TESTS:-} " in *" $t "*)
         echo "== $name (valgrind)"
+        t0=$(date +%s)
         run_own valgrind -q --error-exitcode=99 --leak-check=full \
             --errors-for-leak-kinds=definite,possible \
             --trace-children=yes --child-silent-after-fork=yes \
             "$t" --jobs=1; rc=$?
         cat "$log"
+        echo "-- $name (valgrind): $(($(date +%s) - t0)) s"
         count "$name(valgrind)" "$rc"
     esac
 done
