@@ -96,6 +96,11 @@ CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/flo
 
 # Unit tests that also run under valgrind (registry and store only: gRPC under
 # valgrind is too slow for CI).
+# The unit and integration suites run in this many lanes at once (they
+# mostly wait on deadlines and on each other's processes); the system
+# suites one at a time after them. TEST_LANES=1: all one after another.
+TEST_LANES ?= 2
+
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry keep events events_ring store store_crash store_refuse),$(UNIT_TESTS))
 
 .PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress install uninstall clean
@@ -130,7 +135,7 @@ check: tests
 	@sh scripts/check-cycles.sh || { echo "check: FAILED: a cycle in the file-level call graph (scripts/check-cycles.sh, above)" >&2; exit 1; }
 	@! grep -ln '^#include "cmd/' base/* registry/* csi/* fs/* kubelet/* || { echo "check: FAILED: the files above include cmd/ (the command): only cmd/ and tests may" >&2; exit 1; }
 	@BUILD="$(BUILD)" VALGRIND_TESTS="$(VALGRIND_TESTS)" \
-	  sh scripts/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS)
+	  sh scripts/run-tests.sh --lanes $(TEST_LANES) $(UNIT_TESTS) $(INTEG_TESTS) --serial $(SYSTEM_TESTS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH)

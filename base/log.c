@@ -126,6 +126,7 @@ void csifs_log(int prio, const char *fmt, ...)
 }
 
 static _Thread_local const char *why;
+static _Thread_local void (*why_hook)(void);
 
 const char *csifs_why(void)
 {
@@ -140,4 +141,11 @@ void csifs_why_clear(void)
 void csifs_why_set(const char *w)
 {
     why = w;
+    if (why_hook)
+        why_hook();
+}
+
+void csifs_why_hook(void (*fn)(void))
+{
+    why_hook = fn;
 }

@@ -10,7 +10,10 @@
  *
  * csifs_why(): the text an errno cannot carry ("name must be 1-63 of
  * [A-Za-z0-9._-]"), set by the validation that refused the last call of
- * this thread, "" when none. csifs_why_clear() before a call to know. */
+ * this thread, "" when none. csifs_why_clear() before a call to know.
+ * csifs_why_hook(fn): fn is called (on this thread) by the next
+ * csifs_why_set, at the moment of the refusal, before any reply (the
+ * caller of a FUSE request is still waiting); NULL: none. */
 #ifndef CSIFS_LOG_H
 #define CSIFS_LOG_H
 
@@ -35,5 +38,6 @@ void csifs_log_no_stderr(void);
 const char *csifs_why(void);
 void csifs_why_clear(void);
 void csifs_why_set(const char *why);
+void csifs_why_hook(void (*fn)(void));
 
 #endif

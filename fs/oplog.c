@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "registry/events.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,26 +49,46 @@ static struct reg_caller set_caller(fuse_req_t req)
     return c;
 }
 
+/* The comm of the caller of the request this thread handles, read when a
+ * validation refuses it (csifs_why_hook): the caller still waits for its
+ * answer then, and may be gone once answered. */
+static _Thread_local struct {
+    int pid;
+    bool read;                       /* comm is pid's ("" when unreadable) */
+    char comm[32];
+} caller_comm;
+
+static void read_comm(void)
+{
+    char path[40];
+    caller_comm.read = true;
+    caller_comm.comm[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/%d/comm", caller_comm.pid);
+    FILE *f = caller_comm.pid > 0 ? fopen(path, "re") : NULL;
+    if (!f)
+        return;
+    if (!fgets(caller_comm.comm, sizeof(caller_comm.comm), f))
+        caller_comm.comm[0] = '\0';
+    caller_comm.comm[strcspn(caller_comm.comm, "\n")] = '\0';
+    fclose(f);
+}
+
 /* " by uid U pid P (comm)", or "" for a change nobody asked for (a probe).
- * Only for a line that is written: comm is read from /proc now (a
- * mutation's caller still waits for its answer; a refused one may be gone,
- * and its line then has no comm). */
+ * Only for a line that is written: a registry change's comm is read now
+ * (its caller still waits for its answer); a refusal's was read by
+ * read_comm at the refusal. */
 static const char *by(const struct reg_caller *w, char *buf, size_t cap)
 {
     if (!w->pid)
         return "";
     int n = snprintf(buf, cap, " by uid %u pid %d", (unsigned)w->uid, (int)w->pid);
-    char path[40], comm[32] = "";
-    snprintf(path, sizeof(path), "/proc/%d/comm", (int)w->pid);
-    FILE *f = w->pid > 0 ? fopen(path, "re") : NULL;
-    if (f) {
-        if (!fgets(comm, sizeof(comm), f))
-            comm[0] = '\0';
-        comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
+    if (!caller_comm.read || caller_comm.pid != (int)w->pid) {
+        caller_comm.pid = (int)w->pid;
+        read_comm();
     }
-    if (*comm && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " (%s)", comm);
+    if (*caller_comm.comm && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " (%s)", caller_comm.comm);
+    caller_comm.read = false;
     return buf;
 }
 
@@ -85,7 +106,11 @@ static int refusal_prio(const char *why)
         char who_[96];                                                            \
         csifs_why_clear();                                                          \
         struct reg_caller w_ = set_caller(req);                                   \
+        caller_comm.pid = (int)w_.pid;                                            \
+        caller_comm.read = false;                                                 \
+        csifs_why_hook(read_comm);                                                \
         call;                                                                     \
+        csifs_why_hook(NULL);                                                     \
         reg_caller_set(NULL);                                                     \
         if (*csifs_why()) {                                                         \
             csifs_log(refusal_prio(csifs_why()), "refused: " fmt "%s: %s", __VA_ARGS__, \

@@ -21,10 +21,15 @@ static bool fp_ok(enum reg_type type, const struct reg_fingerprint *fp)
 int health_next(const struct reg *reg, const struct inst *i, const struct reg_probe *p,
                 struct health_next *out)
 {
+    /* From i as the queued probes leave it: from memory, a probe behind an
+     * OK one not applied yet would take its readiness back (DESIGN 3) */
+    bool w = i->plugin->w_recur;
+    enum reg_health health = w ? i->w_health : i->health;
+    bool ready = w ? i->w_ready : i->ready, was_healthy = w ? i->w_was_healthy : i->was_healthy;
     bool ok = p->outcome == REG_PROBE_OK;
     const char *why = p->reason && *p->reason ? p->reason
                       : p->outcome == REG_PROBE_NOT_READY ? "not ready" : "error";
-    if (ok && !p->fp && i->health != REG_HEALTHY)
+    if (ok && !p->fp && health != REG_HEALTHY)
         return -EINVAL;              /* the way to healthy goes through a fingerprint */
     if (ok && p->fp && !fp_ok(i->o.type, p->fp)) {
         ok = false;
@@ -33,15 +38,15 @@ int health_next(const struct reg *reg, const struct inst *i, const struct reg_pr
     out->probe_outcome = ok ? REG_PROBE_OK : p->outcome == REG_PROBE_OK ? REG_PROBE_ERROR
                                                                         : p->outcome;
     snprintf(out->probe_reason, sizeof(out->probe_reason), "%s", ok ? "ok" : why);
-    out->ready = i->ready;
-    out->was_healthy = i->was_healthy;
+    out->ready = ready;
+    out->was_healthy = was_healthy;
     out->set_fp = ok && p->fp;
     if (ok) {
         out->health = REG_HEALTHY;
         out->ready = true;
         out->was_healthy = true;
         snprintf(out->reason, sizeof(out->reason), "ok");
-    } else if (i->health == REG_HEALTHY || i->was_healthy) {
+    } else if (health == REG_HEALTHY || was_healthy) {
         out->health = REG_UNHEALTHY;
         snprintf(out->reason, sizeof(out->reason), "%s", why);
     } else if (model_mono_ms() - i->unknown_since_ms >= reg->opts.health_timeout_ms) {
@@ -154,6 +159,21 @@ static bool fp_differs(const struct fp *a, const struct fp *b)
            strcmp(a->capabilities, b->capabilities) || a->max_volumes != b->max_volumes;
 }
 
+/* The fingerprint i has once its queued probes apply (wlock held; a queued
+ * socket change makes the probe stale): from memory alone, a probe behind
+ * one that changes it would find it unchanged, and the earlier one's stay. */
+static const struct fp *w_fp(const struct reg *reg, const struct inst *i)
+{
+    const struct fp *f = &i->fp;
+    struct mut *lists[] = { reg->inflight, reg->qhead };
+    for (int l = 0; l < 2 && i->w_pend; l++)
+        for (struct mut *m = lists[l]; m; m = m->next)
+            if (m->obj == &i->o && m->k == &probe_commit &&
+                ((struct probe_ctx *)m->ctx)->fp_changed)
+                f = &((struct probe_ctx *)m->ctx)->fp;
+    return f;
+}
+
 static size_t fp_len(const struct fp *f)
 {
     return strlen(f->provider) + strlen(f->version) + strlen(f->nodeid) + strlen(f->topology) +
@@ -180,7 +200,7 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
     if (rc == 0 && !(c.spare = model_reason_new(reg, c.next.probe_reason)))
         rc = -ENOMEM;
     if (rc == 0 && c.next.set_fp && (rc = dup_fp(p->fp, &c.fp)) == 0)
-        c.fp_changed = fp_differs(&i->fp, &c.fp);
+        c.fp_changed = fp_differs(w_fp(reg, i), &c.fp);
     if (rc == 0 && c.fp_changed)     /* it commits: before the plan (nothing fails after) */
         rc = mut_check_room(reg, m.est = mut_est_inst(i, fp_len(&c.fp)));
     /* queued behind a change of the plugin's current, it must be too: applied
@@ -188,6 +208,8 @@ int reg_probe_result(struct reg *reg, uint64_t inst, const struct reg_probe *p)
     bool behind = rc == 0 && i->plugin->w_recur;
     bool moves = rc == 0 && mut_plan_current(&m, i->plugin, NULL, i, c.next.health,
                                              c.next.ready);
+    if (rc == 0)
+        i->w_was_healthy = c.next.was_healthy;
     bool commit = rc == 0 && (c.next.ready != i->ready || c.fp_changed || moves || behind ||
                               (reg->opts.backend && ev_next_seq(reg->ring) + PROBE_EV_ROOM >=
                                                     reg->ev_reserved));

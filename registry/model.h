@@ -96,9 +96,10 @@ struct inst {
     bool ready;
     bool was_healthy;            /* reached healthy since the socket was set */
     bool restoring;              /* restored with a socket, not yet probed */
-    /* the writers' view of health, ready, restoring (plugin's w_recur) */
+    /* the writers' view of health, ready, restoring, was_healthy (plugin's
+     * w_recur) */
     enum reg_health w_health;
-    bool w_ready, w_restoring;
+    bool w_ready, w_restoring, w_was_healthy;
     int64_t unknown_since_ms;    /* CLOCK_MONOTONIC: start of health_timeout */
     struct fp fp;
     int32_t pid;                 /* listening process, 0 unknown (memory only) */

@@ -162,7 +162,8 @@ void mut_inst_rec(const struct inst *i, struct store_rec *r);
  * reader waits (ev_watch). No lock held. from == to (no event): nothing. */
 void mut_publish(struct reg *reg, uint64_t from, uint64_t to);
 
-/* Health table (health.c): the next state for a probe result. */
+/* Health table (health.c): the next state for a probe result, from i as the
+ * writers' view has it (its plugin's w_recur: the queued probes applied). */
 struct health_next {
     enum reg_health health;
     bool ready, was_healthy, set_fp;

@@ -161,6 +161,7 @@ bool mut_plan_current(struct mut *m, struct plugin *p, const struct inst *gone,
             i->w_health = i->health;
             i->w_ready = i->ready;
             i->w_restoring = i->restoring;
+            i->w_was_healthy = i->was_healthy;
         }
     }
     w_probed((struct inst *)gone);

@@ -353,6 +353,7 @@ int reg_socket_set(struct reg *reg, uint64_t inst, const char *target)
     /* apply keeps ready as it is then: with changes queued, the view's */
     mut_plan_current(m, i->plugin, NULL, i, REG_UNKNOWN,
                      i->plugin->w_recur ? i->w_ready : i->ready);
+    i->w_was_healthy = false;
     return mut_submit(reg, m);
 }
 

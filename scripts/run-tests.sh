@@ -1,5 +1,11 @@
 #!/bin/sh
 # Runs test binaries (Criterion) and prints one closing line "N passed, N failed".
+#   run-tests.sh [--lanes N] BIN... [--serial BIN...]
+# With --lanes N, the binaries before --serial run in N lanes at once (a
+# lane: every N-th of them, one after another, in a run of this script of
+# its own; its output is printed whole once every lane ended), then those
+# after --serial one at a time (the suites that start etcd, floods or crash
+# loops). Each binary's wall time follows its output ("-- NAME: N s").
 # Those named in $VALGRIND_TESTS run a second time under valgrind (memcheck,
 # leaks and errors fatal). Every binary runs even when an earlier one failed.
 #
@@ -48,12 +54,15 @@ cleanup_run() { # $1 = pid (and process group) of the binary that just ended
     : >"$made"
 }
 
-# Run "$@" in its own session (in the foreground: a background job of a
-# non-interactive shell would start with SIGINT ignored); its exit status.
+# Run "$@" in its own session, SIGINT and SIGQUIT at their default action
+# (a lane is a background job of sh, which starts with both ignored; so may
+# this script be: a binary inherits that, and the shells it starts could not
+# trap them); its exit status.
 run_own() {
     pidf="$CSIFS_TEST_RUNDIR/pid"; rm -f "$pidf"
     # shellcheck disable=SC2016  # $$ and $0 belong to the inner sh
-    setsid -w sh -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$@" >"$log" 2>&1; rc=$?
+    setsid -w env --default-signal=INT,QUIT sh -c 'echo $$ >"$0"; exec "$@"' "$pidf" "$@" \
+        >"$log" 2>&1; rc=$?
     pid=$(cat "$pidf" 2>/dev/null)
     [ -z "$pid" ] || cleanup_run "$pid"
     return "$rc"
@@ -77,11 +86,51 @@ count() { # $1 = name, $2 = exit status; reads the Criterion synthesis line in $
     [ "$c_fail" -eq 0 ] || bad="$bad $1"
 }
 
+lanes=1
+if [ "${1:-}" = --lanes ]; then lanes=$2; shift 2; fi
+par=""; ser=""; after=0
+for a in "$@"; do
+    if [ "$a" = --serial ]; then after=1
+    elif [ "$after" = 1 ]; then ser="$ser $a"
+    else par="$par $a"; fi
+done
+if [ "$lanes" -gt 1 ]; then
+    k=0
+    while [ "$k" -lt "$lanes" ]; do
+        # shellcheck disable=SC2086  # the lists are paths without blanks
+        set -- $par
+        i=0; mine=""
+        for t in "$@"; do [ $((i % lanes)) -eq "$k" ] && mine="$mine $t"; i=$((i + 1)); done
+        # shellcheck disable=SC2086
+        [ -z "$mine" ] || sh "$0" $mine >"$CSIFS_TEST_RUNDIR/lane$k" 2>&1 &
+        k=$((k + 1))
+    done
+    wait
+    k=0
+    while [ "$k" -lt "$lanes" ]; do
+        f="$CSIFS_TEST_RUNDIR/lane$k"
+        if [ -f "$f" ]; then
+            sed '/^[0-9]* passed, [0-9]* failed$/d; /^failed:/d' "$f"
+            l=$(grep -a '^[0-9]* passed, [0-9]* failed$' "$f" | tail -n 1)
+            if [ -z "$l" ]; then failed=$((failed + 1)); bad="$bad lane$k"
+            else
+                passed=$((passed + ${l%% *})); l=${l#*, }; failed=$((failed + ${l%% *}))
+            fi
+            b=$(sed -n 's/^failed://p' "$f"); bad="$bad$b"
+        fi
+        k=$((k + 1))
+    done
+    par=""
+fi
+# shellcheck disable=SC2086
+set -- $par $ser
 for t in "$@"; do
     name=${t#"${BUILD:-build}"/tests/}
     echo "== $name"
+    t0=$(date +%s)
     run_own "$t" --jobs=1; rc=$?
     cat "$log"
+    echo "-- $name: $(($(date +%s) - t0)) s"
     count "$name" "$rc"
     case " ${VALGRIND_TESTS:-} " in *" $t "*)
         echo "== $name (valgrind)"

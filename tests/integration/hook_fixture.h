@@ -169,7 +169,13 @@ static inline void slurp(const char *path, char *buf, size_t cap)
     fclose(f);
 }
 
-/* Start `sh HOOK <args>` (args: shell words) in the background. */
+/* Start `sh HOOK <args>` (args: shell words) in the background, with
+ * SIGINT and SIGQUIT at their default action and no signal blocked, as from
+ * a terminal, however the test binary was started: a shell started with a
+ * signal ignored may not trap it (POSIX), and a test binary run as a
+ * background job of sh (run-tests.sh's lanes, a `cmd &` of a CI script)
+ * inherits SIGINT and SIGQUIT ignored; a hook started so would never see the
+ * SIGINT a test sends it. */
 static inline void hook_spawnv(struct hk *h, const char *fmt, va_list ap)
 {
     static int n;
@@ -182,6 +188,11 @@ static inline void hook_spawnv(struct hk *h, const char *fmt, va_list ap)
     h->pid = fork();
     cr_assert_geq(h->pid, 0);
     if (h->pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }

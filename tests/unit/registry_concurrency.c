@@ -160,16 +160,76 @@ Test(concurrency, random_operations_keep_invariants)
 /* ---- what is committed of `current` is what is applied (DESIGN 2, 7) ---- */
 
 static uint64_t race_b;
+static const struct reg_fingerprint *race_fp = &fp;   /* what race_b's probe says */
 
 static void *probe_b_healthy(void *arg)
 {
     struct reg *r = arg;
     struct reg_node n;
     intptr_t rc = reg_get(r, race_b, &n);
-    struct reg_probe p = { .gen = n.gen, .outcome = REG_PROBE_OK, .latency_us = 10, .fp = &fp };
+    struct reg_probe p = { .gen = n.gen, .outcome = REG_PROBE_OK, .latency_us = 10,
+                           .fp = race_fp };
     if (rc == 0)
         rc = reg_probe_result(r, race_b, &p);
     return (void *)rc;
+}
+
+struct race {
+    struct su s;
+    char dir[4096], *tmp;
+    uint64_t a, b;                   /* node/p/a, then node/p/b */
+    struct reg_node nb;              /* b as race_open leaves it */
+};
+
+/* A registry on a store in a new temp dir, with a (ready and healthy, on
+ * /run/a.sock) and b (newer, on /run/b.sock: probed OK when b_ready, else
+ * not probed) registered. */
+static void race_open(struct race *r, bool b_ready)
+{
+    r->tmp = tu_tmpdir("race");
+    cr_assert(r->tmp);
+    snprintf(r->dir, sizeof(r->dir), "%s/state", r->tmp);
+    r->s.dir = r->dir;
+    cr_assert_eq(su_open(&r->s), 0, "%s", r->s.err);
+    int64_t a = su_register(r->s.reg, REG_NODE, "p", "a");
+    int64_t b = su_register(r->s.reg, REG_NODE, "p", "b");
+    cr_assert(a > 0 && b > 0);
+    r->a = (uint64_t)a;
+    r->b = (uint64_t)b;
+    cr_assert_eq(su_make_ready(r->s.reg, r->a, "/run/a.sock"), 0);
+    cr_assert_eq(b_ready ? su_make_ready(r->s.reg, r->b, "/run/b.sock")
+                         : reg_socket_set(r->s.reg, r->b, "/run/b.sock"), 0);
+    cr_assert_eq(reg_get(r->s.reg, r->b, &r->nb), 0);
+}
+
+static void race_close(struct race *r)
+{
+    su_close(&r->s);
+    tu_rmrf(r->tmp);
+    free(r->tmp);
+}
+
+/* race_b's OK probe (race_fp) on a thread, its batch held mid-commit:
+ * returns once the batch is taken, not applied. */
+static pthread_t hold_probe_b(struct reg *r, uint64_t b)
+{
+    race_b = b;
+    unsigned held = __atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE);
+    reg_test_commit_delay_ms = 300;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, probe_b_healthy, r), 0);
+    while (__atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE) == held)
+        tu_sleep_ms(1);
+    return th;
+}
+
+static void release_probe_b(pthread_t th)
+{
+    void *rc;
+    pthread_join(th, &rc);
+    reg_test_commit_delay_ms = 0;
+    race_fp = &fp;
+    cr_assert_eq((intptr_t)rc, 0);
 }
 
 /* p's current in memory, then (reopened: restored as persisted) in the store. */
@@ -188,47 +248,95 @@ static void current_both(struct su *s, uint64_t plugin, char *mem, char *st)
  * its commit, or memory says a and the store b (a restart moves it). */
 Test(concurrency, socket_change_behind_a_queued_move_of_current_commits_it)
 {
-    char *tmp = tu_tmpdir("race");
-    char dir[4096], mem[64], st[64];
-    cr_assert(tmp);
-    snprintf(dir, sizeof(dir), "%s/state", tmp);
-    struct su s = { .dir = dir };
-    cr_assert_eq(su_open(&s), 0, "%s", s.err);
-    int64_t a = su_register(s.reg, REG_NODE, "p", "a"), b = su_register(s.reg, REG_NODE, "p", "b");
-    cr_assert(a > 0 && b > 0);
-    cr_assert_eq(su_make_ready(s.reg, (uint64_t)a, "/run/a.sock"), 0);
-    cr_assert_eq(su_make_ready(s.reg, (uint64_t)b, "/run/b.sock"), 0);
-    struct reg_node nb;
-    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    char mem[64], st[64];
+    struct race r = { 0 };
+    race_open(&r, true);
+    struct su *s = &r.s;
+    struct reg_node nb = r.nb;
     uint64_t plugin = nb.parent;
     struct reg_probe bad = { .gen = nb.gen, .outcome = REG_PROBE_ERROR, .reason = "refused" };
-    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)b, &bad), 0);
-    current_both(&s, plugin, mem, st);
+    cr_assert_eq(reg_probe_result(s->reg, r.b, &bad), 0);
+    current_both(s, plugin, mem, st);
     cr_assert_str_eq(mem, "a");
     cr_assert_str_eq(st, "a");
     /* reopened: every instance restored; probe both again */
-    cr_assert_eq(su_make_ready(s.reg, (uint64_t)a, "/run/a2.sock"), 0);
-    cr_assert_eq(reg_get(s.reg, (uint64_t)b, &nb), 0);
+    cr_assert_eq(su_make_ready(s->reg, r.a, "/run/a2.sock"), 0);
+    cr_assert_eq(reg_get(s->reg, r.b, &nb), 0);
     bad.gen = nb.gen;
-    cr_assert_eq(reg_probe_result(s.reg, (uint64_t)b, &bad), 0);
-    cr_assert_eq(reg_current_get(s.reg, plugin, mem, sizeof(mem)) > 0 && !strcmp(mem, "a"), 1);
+    cr_assert_eq(reg_probe_result(s->reg, r.b, &bad), 0);
+    cr_assert_eq(reg_current_get(s->reg, plugin, mem, sizeof(mem)) > 0 && !strcmp(mem, "a"), 1);
 
-    race_b = (uint64_t)b;
-    unsigned held = __atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE);
-    reg_test_commit_delay_ms = 300;
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, probe_b_healthy, s.reg), 0);
-    while (__atomic_load_n(&reg_test_commits_held, __ATOMIC_ACQUIRE) == held)
-        tu_sleep_ms(1);              /* the probe's batch: taken, not applied */
-    cr_assert_eq(reg_socket_set(s.reg, (uint64_t)b, "/run/b2.sock"), 0);
-    void *rc;
-    pthread_join(th, &rc);
-    reg_test_commit_delay_ms = 0;
-    cr_assert_eq((intptr_t)rc, 0);
-    current_both(&s, plugin, mem, st);
+    pthread_t th = hold_probe_b(s->reg, r.b);
+    cr_assert_eq(reg_socket_set(s->reg, r.b, "/run/b2.sock"), 0);
+    release_probe_b(th);
+    current_both(s, plugin, mem, st);
     cr_assert_str_eq(mem, "a", "memory's current: %s", mem);
     cr_assert_str_eq(st, mem, "the store's current %s, memory's %s", st, mem);
-    su_close(&s);
-    tu_rmrf(tmp);
-    free(tmp);
+    race_close(&r);
+}
+
+/* ---- a probe validated behind a queued probe of the same instance ---- */
+
+/* a ready but unhealthy and current; b has its socket, not probed yet. b's
+ * OK probe (b ready and healthy: current moves to b) is held mid-commit;
+ * then b's next probe fails. It is validated while the first is not
+ * applied: its outcome must follow from b as the first leaves it (ready,
+ * was healthy: unhealthy), not from memory (not ready, unknown), or its
+ * apply takes b's readiness back and leaves current on an instance that
+ * is not ready. */
+Test(concurrency, probe_behind_a_queued_probe_of_the_same_instance_keeps_ready)
+{
+    char mem[64], st[64];
+    struct race r = { 0 };
+    race_open(&r, false);
+    struct su *s = &r.s;
+    struct reg_node na, nb = r.nb;
+    cr_assert_eq(reg_get(s->reg, r.a, &na), 0);
+    struct reg_probe bad = { .gen = na.gen, .outcome = REG_PROBE_ERROR, .reason = "refused" };
+    cr_assert_eq(reg_probe_result(s->reg, r.a, &bad), 0);
+    uint64_t plugin = nb.parent;
+    cr_assert_eq(reg_current_get(s->reg, plugin, mem, sizeof(mem)) > 0 && !strcmp(mem, "a"), 1);
+
+    pthread_t th = hold_probe_b(s->reg, r.b);
+    bad.gen = nb.gen;
+    cr_assert_eq(reg_probe_result(s->reg, r.b, &bad), 0);
+    release_probe_b(th);
+    cr_assert_eq(reg_get(s->reg, r.b, &nb), 0);
+    cr_assert(nb.ready, "b is no longer ready");
+    cr_assert_eq(nb.health, REG_UNHEALTHY, "b's health %d", nb.health);
+    current_both(s, plugin, mem, st);
+    cr_assert_str_eq(mem, "b", "memory's current: %s", mem);
+    cr_assert_str_eq(st, "b", "the store's current: %s", st);
+    cr_assert_eq(reg_get(s->reg, r.b, &nb), 0);
+    cr_assert(nb.ready, "b restored not ready");
+    race_close(&r);
+}
+
+/* b healthy with version 1; a probe saying version 2 is held mid-commit,
+ * then one saying 1 again. Compared with memory (1), not with the queued 2,
+ * it would change nothing, and 2 would stay in memory and the store. */
+Test(concurrency, fingerprint_behind_a_queued_fingerprint_change_is_committed)
+{
+    static const struct reg_fingerprint v1 = { "test.csi", "1", "node-b", 0, "", "" },
+                                        v2 = { "test.csi", "2", "node-b", 0, "", "" };
+    char v[64];
+    struct race r = { 0 };
+    race_open(&r, true);
+    struct su *s = &r.s;
+    struct reg_probe back = { .gen = r.nb.gen, .outcome = REG_PROBE_OK, .fp = &v1 };
+    cr_assert_eq(reg_probe_result(s->reg, r.b, &back), 0);
+
+    race_fp = &v2;
+    pthread_t th = hold_probe_b(s->reg, r.b);
+    cr_assert_eq(reg_probe_result(s->reg, r.b, &back), 0);
+    release_probe_b(th);
+    for (int pass = 0; pass < 2; pass++) {  /* memory, then the store */
+        ssize_t n = reg_attr_show(s->reg, r.b, REG_A_VERSION, v, sizeof(v) - 1);
+        cr_assert_gt(n, 0);
+        v[n] = '\0';
+        cr_assert_str_eq(v, "1\n", "%s: version %s", pass ? "the store" : "memory", v);
+        su_close(s);
+        cr_assert_eq(su_open(s), 0, "%s", s->err);
+    }
+    race_close(&r);
 }
