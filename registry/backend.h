@@ -31,9 +31,13 @@ struct store_inst {
     const char *mount_point, *container_mount_point;
 };
 
-/* Counters that must never go back. */
+/* Counters that must never go back: bounds, each reserved ahead in blocks
+ * (plugin/instance seqs REG_SEQ_BLOCK at a time; event seqs: registry/
+ * mutate.c), so that most commits leave the meta as it is. After a restart
+ * new seqs start at the stored bound: they skip what was reserved. */
+#define REG_SEQ_BLOCK 4096
 struct store_meta {
-    uint64_t next_seq;               /* next plugin/instance seq */
+    uint64_t next_seq;               /* plugin/instance seqs below this may have been used */
     uint64_t ev_reserved;            /* event seqs below this may have been used */
 };
 
@@ -55,10 +59,12 @@ struct store_ring_rec {
     uint64_t obj;                    /* seq of the object it wrote (mkdir: the new one) */
 };
 
-/* One transaction: the meta, always written, then the records in list
- * order (a later record of the same key wins), then the ring's records. */
+/* One transaction: the records in list order (a later record of the same
+ * key wins), the ring's records, and the meta unless keep_meta (the stored
+ * meta stands: neither bound moved). */
 struct store_txn {
     struct store_meta meta;
+    bool keep_meta;
     const struct store_rec *recs;
     const struct store_ring_rec *ring;
 };

@@ -152,6 +152,7 @@ struct reg {
     struct obj *types[REG_NTYPES]; /* plugins per type, newest first */
     uint32_t ntypes[REG_NTYPES];  /* how many in each list */
     uint64_t next_seq;
+    uint64_t seq_reserved;       /* plugin/instance seqs below this are persisted as used */
     struct ev_ring *ring;
     uint64_t ev_reserved;        /* events below this seq are persisted as used */
     struct {

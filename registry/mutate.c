@@ -242,10 +242,18 @@ static void lead(struct reg *reg)
     reg->qlen = 0;
     reg->last_batch = nb;
     const struct reg_backend *be = reg->opts.backend;
-    struct store_txn txn = { .meta = { reg->next_seq, reg->ev_reserved } };
+    /* The meta only when a bound moves: the batch's objects took their
+     * seqs at validation (below next_seq), its events need ev_need. */
+    struct store_txn txn = { .meta = { reg->seq_reserved, reg->ev_reserved }, .keep_meta = true };
+    if (reg->next_seq > reg->seq_reserved) {
+        txn.meta.next_seq = reg->next_seq + REG_SEQ_BLOCK;
+        txn.keep_meta = false;
+    }
     uint64_t ev_need = ev_next_seq(reg->ring) + (nb + 64) * MUT_MAX_CHANGES;
-    if (ev_need + EV_BLOCK / 2 >= reg->ev_reserved)
+    if (ev_need + EV_BLOCK / 2 >= reg->ev_reserved) {
         txn.meta.ev_reserved = ev_need + EV_BLOCK;
+        txn.keep_meta = false;
+    }
     struct subs subs;
     copy_subs(reg, &subs);
     pthread_mutex_unlock(&reg->wlock);
@@ -272,6 +280,7 @@ static void lead(struct reg *reg)
         ev1 = ev_next_seq(reg->ring);
         pthread_rwlock_unlock(&reg->lock);
         reg->ev_reserved = txn.meta.ev_reserved;
+        reg->seq_reserved = txn.meta.next_seq;
     } else {
         /* Validated against the failed batch: they fail with it. */
         behind = reg->qhead;

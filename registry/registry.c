@@ -202,7 +202,10 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
         struct loading ld = { reg, NULL, model_mono_ms() };
         struct store_load_cb cb = { load_plugin, load_inst, &ld, load_reserve };
         rc = reg->opts.backend->load(reg->opts.backend->ctx, &cb, &meta);
+        /* Seqs below the stored bound may have been handed out: new ones
+         * start past it (a gap of up to a block after a restart). */
         reg->next_seq = meta.next_seq > reg->next_seq ? meta.next_seq : reg->next_seq;
+        reg->seq_reserved = reg->next_seq;
         /* Seqs below ev_reserved may have been handed out before a crash. */
         ev_first = meta.ev_reserved > 1 ? meta.ev_reserved : 1;
         reg->ev_reserved = ev_first;

@@ -193,7 +193,7 @@ static int store_commit(void *ctx, const struct store_txn *t)
     uint64_t next = st->ring.next, nonce = __atomic_load_n(&st->ring.nonce, __ATOMIC_RELAXED);
     for (const struct store_ring_rec *r = t->ring; rc == 0 && r; r = r->next)
         rc = store_ring_put(txn, st->dbi, nonce, &next, r);
-    if (rc == 0) {
+    if (rc == 0 && !t->keep_meta) {
         Csifs__Store__Meta m = CSIFS__STORE__META__INIT;
         m.next_seq = t->meta.next_seq;
         m.ev_reserved = t->meta.ev_reserved;

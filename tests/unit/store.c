@@ -311,6 +311,66 @@ Test(store, nosync_commits_reach_the_file_at_close)
     cr_assert_gt(su_inst(s.reg, REG_NODE, "bench", "n0"), 0);
 }
 
+/* The meta is written when a bound moves, not with every commit: seqs are
+ * reserved REG_SEQ_BLOCK at a time (backend.h). After a restart new seqs
+ * start past every seq handed out before. */
+static struct counted {
+    const struct reg_backend *inner;
+    int commits, metas;
+} counted;
+
+static int counted_commit(void *ctx, const struct store_txn *t)
+{
+    counted.commits++;
+    counted.metas += !t->keep_meta;
+    return counted.inner->commit(ctx, t);
+}
+
+static void open_counted(struct reg_backend *be)
+{
+    cr_assert_eq(store_open(&s.st, state, s.flags, s.err, sizeof(s.err)), 0, "%s", s.err);
+    counted = (struct counted){ .inner = store_backend(s.st) };
+    *be = *counted.inner;
+    be->commit = counted_commit;
+    struct reg_opts o = { .backend = be };
+    cr_assert_eq(reg_open(&s.reg, &o), 0);
+}
+
+Test(store, seqs_reserved_in_blocks_meta_written_once_per_block)
+{
+    struct reg_backend be;
+    s.flags = STORE_NOSYNC;
+    open_counted(&be);
+    uint64_t last = 0;
+    char p[16], a[16];
+    int n = 0;
+    for (; last < REG_SEQ_BLOCK + 40; n++) {
+        snprintf(p, sizeof(p), "p%d", n / 100);
+        snprintf(a, sizeof(a), "a%d", n % 100);
+        uint64_t seq = reg_ok(p, a);
+        cr_assert_gt(seq, last, "seqs increase");
+        last = seq;
+    }
+    cr_assert_geq(counted.commits, n);
+    cr_assert_eq(counted.metas, 2, "the first commit and the block's end: %d metas, %d commits",
+                 counted.metas, counted.commits);
+    su_close(&s);
+    for (int restart = 0; restart < 2; restart++) {
+        open_counted(&be);
+        snprintf(a, sizeof(a), "r%d", restart);
+        uint64_t seq = reg_ok("p0", a);
+        cr_assert_gt(seq, last, "after a restart: %llu not past %llu", (unsigned long long)seq,
+                     (unsigned long long)last);
+        last = seq;
+        cr_assert_eq(counted.commits, 1);
+        cr_assert_eq(counted.metas, 1, "the restart's first seq moves the bound");
+        su_close(&s);
+    }
+    s.flags = 0;
+    open_ok();
+    cr_assert_eq(su_inst(s.reg, REG_NODE, "p0", "r1"), (int64_t)last);
+}
+
 /* ---- 8. a second process ---- */
 
 Test(store, second_process_refused_with_its_pid)
