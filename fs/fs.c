@@ -255,33 +255,75 @@ unsigned fs_hold_commits(struct fs *fs)
     return held;
 }
 
+/* SIGTERM and SIGINT end the loop: libfuse's handlers only set the
+ * session's flag, which a FUSE thread asleep in poll(2) would not see
+ * until the next request when the signal ran on another thread (or just
+ * before its poll), so these also wake it (fs_serve_wake). */
+static struct fuse_session *stop_se;
+static const int stop_sigs[] = { SIGTERM, SIGINT };
+static struct sigaction stop_old[2];
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    struct fuse_session *se = __atomic_load_n(&stop_se, __ATOMIC_ACQUIRE);
+    if (se)
+        fuse_session_exit(se);
+    fs_serve_wake();
+}
+
+static int catch_stop(struct fuse_session *se)
+{
+    int rc = fs_serve_wake_init();
+    if (rc < 0)
+        return rc;
+    __atomic_store_n(&stop_se, se, __ATOMIC_RELEASE);
+    struct sigaction sa = { .sa_handler = on_stop };
+    sigemptyset(&sa.sa_mask);
+    for (size_t k = 0; k < 2; k++)
+        if (sigaction(stop_sigs[k], &sa, &stop_old[k]) < 0)
+            return -errno;
+    signal(SIGPIPE, SIG_IGN);        /* a peer gone is an error, not an exit */
+    signal(SIGHUP, SIG_IGN);         /* no stop from `systemctl reload` (DESIGN 9) */
+    return 0;
+}
+
+static void release_stop(void)
+{
+    for (size_t k = 0; k < 2; k++)
+        sigaction(stop_sigs[k], &stop_old[k], NULL);
+    __atomic_store_n(&stop_se, NULL, __ATOMIC_RELEASE);
+}
+
 int fs_loop(struct fs *fs, bool signals)
 {
-    if (signals && fuse_set_signal_handlers(fs->se) != 0)
-        return -EIO;
-    if (signals)
-        signal(SIGHUP, SIG_IGN);     /* no stop from `systemctl reload` (DESIGN 9) */
+    int rc = signals ? catch_stop(fs->se) : 0;
+    if (rc < 0)
+        return rc;
     /* One FUSE thread, this one (serve.h); the registry's commit thread
      * answers what commits: no request is left unanswered at exit. */
-    int rc = fs_serve(fs->se);
+    rc = fs_serve(fs->se);
     fs_calls_drain(fs);
     if (signals)
-        fuse_remove_signal_handlers(fs->se);
+        release_stop();
     return rc < 0 ? rc : 0;
 }
 
 void fs_exit(struct fs *fs)
 {
     fuse_session_exit(fs->se);
-    /* Wake the FUSE thread asleep in poll(2): a lazy unmount ends the
-     * connection, and the loop returns. */
+    fs_serve_wake();
+    /* A lazy unmount ends the connection: the loop returns even if it
+     * never saw the flag. */
     umount2(fs->mountpoint, MNT_DETACH);
 }
 
 void fs_loop_break(struct fs *fs)
 {
-    if (fs && fs->se)
+    if (fs && fs->se) {
         fuse_session_exit(fs->se);
+        fs_serve_wake();
+    }
 }
 
 void fs_unmount(struct fs *fs)

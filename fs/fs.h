@@ -42,8 +42,9 @@ int fs_session_mount(struct fs *fs);
  * before fs_loop. */
 int fs_attach(struct fs *fs, struct reg *reg);
 /* Serve until unmounted or asked to exit; returns 0 or a negative errno.
- * signals: SIGTERM and SIGINT end the loop (libfuse's handlers); SIGHUP is
- * ignored. */
+ * signals: SIGTERM and SIGINT end the loop, whichever thread they run on
+ * and whenever they come (the handler wakes the loop); SIGHUP and SIGPIPE
+ * are ignored. */
 int fs_loop(struct fs *fs, bool signals);
 /* An upgrade in place (DESIGN 13), while fs_loop still serves: from now
  * on a committing request (mkdir, rmdir, symlink, unlink, rename, write,
@@ -54,8 +55,8 @@ int fs_loop(struct fs *fs, bool signals);
 unsigned fs_hold_commits(struct fs *fs);
 /* Make fs_loop return (any thread). */
 void fs_exit(struct fs *fs);
-/* Make fs_loop return at its next wake-up, touching nothing else (a signal
- * handler may call it; the caller wakes the loop's thread). */
+/* Make fs_loop return, touching nothing else: it wakes the loop's thread
+ * (a signal handler may call it). */
 void fs_loop_break(struct fs *fs);
 /* Requests served so far (a debug counter for tests and metrics). */
 uint64_t fs_requests(struct fs *fs);

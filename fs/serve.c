@@ -22,6 +22,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <linux/fuse.h>
 #include <poll.h>
 #include <sched.h>
@@ -100,9 +103,53 @@ static void keep_init(const struct fuse_buf *b)
     __atomic_store_n(init_len, (uint32_t)b->size, __ATOMIC_RELEASE);
 }
 
+/* fs_serve_wake's eventfd, polled beside /dev/fuse: a stop asked from a
+ * signal handler on any thread, or just before the loop's poll(2), would
+ * otherwise wait for the next request. Made once, never closed (a handler
+ * may write to it at any time), closed on exec. */
+static int wake_fd = -1;
+static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
+
+static void wake_make(void)
+{
+    __atomic_store_n(&wake_fd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), __ATOMIC_RELEASE);
+}
+
+int fs_serve_wake_init(void)
+{
+    pthread_once(&wake_once, wake_make);
+    return __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE) >= 0 ? 0 : -EMFILE;
+}
+
+void fs_serve_wake(void)
+{
+    int fd = __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE), e = errno;
+    uint64_t one = 1;
+    if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+        /* EAGAIN: the counter is full, so the loop is woken anyway */
+    }
+    errno = e;
+}
+
+/* Sleep until /dev/fuse has a request or fs_serve_wake was called. */
+static int sleep_until_ready(int fd)
+{
+    struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+                           { .fd = __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE),
+                             .events = POLLIN } };
+    if (poll(p, 2, -1) < 0)
+        return errno == EINTR ? 0 : -errno;
+    uint64_t n;
+    if ((p[1].revents & POLLIN) && read(p[1].fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+        return -errno;
+    return 0;
+}
+
 int fs_serve(struct fuse_session *se)
 {
     int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
+    if (fs_serve_wake_init() < 0)
+        return -EMFILE;
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return -errno;
     struct fuse_buf buf = { .mem = NULL };
@@ -118,11 +165,8 @@ int fs_serve(struct fuse_session *se)
             if (csifs_mono_ns() - now > FS_YIELD_BUSY_NS)
                 awake_until = 0;
         } else if (res == -EAGAIN) {
-            struct pollfd p = { .fd = fd, .events = POLLIN };
-            if (poll(&p, 1, -1) < 0 && errno != EINTR) {
-                rc = -errno;
+            if ((rc = sleep_until_ready(fd)) < 0)
                 break;
-            }
         } else if (res > 0) {
             handed_off = false;
             keep_init(&buf);

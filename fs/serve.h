@@ -9,6 +9,11 @@
 #include <stdint.h>
 
 int fs_serve(struct fuse_session *se);
+/* Wake the loop so that it sees fuse_session_exit at once: async-signal
+ * safe, any thread. fs_serve_wake_init (fs_serve calls it too) makes its
+ * eventfd: call it before a signal handler may call fs_serve_wake. */
+int fs_serve_wake_init(void);
+void fs_serve_wake(void);
 /* From a handler on the FUSE thread: this request is answered by another
  * thread later (the registry's commit thread), so the loop does not poll
  * after it. */

@@ -1,7 +1,9 @@
 /* csifs as an operator starts it (issue 12): without -f, under mount(8),
  * under systemd (sd_notify), its logs, signals, refusals that create
  * nothing. Every bound is a liveness deadline scaled by tu_ms(). */
+#include <dirent.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -167,10 +169,12 @@ static void stop_fg(pid_t pid, const char *mnt)
 {
     cr_assert_eq(kill(pid, SIGTERM), 0);
     int st = 0;
+    pid_t r = 0;
     int64_t end = tu_now_ms() + tu_ms(2000);
-    while (waitpid(pid, &st, WNOHANG) == 0 && tu_now_ms() < end)
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && tu_now_ms() < end)
         tu_sleep_ms(5);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "csifs -f: status %#x", st);
+    cr_assert(r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "csifs -f: not reaped "
+              "2 s after SIGTERM, or status %#x", st);
     cr_assert(!is_mount(mnt));
 }
 
@@ -193,6 +197,59 @@ Test(daemon_mode, sd_notify_ready_once_serving_and_stopping_on_sigterm)
     stop_fg(pid, D("mnt"));
     cr_assert_str_eq(recv_notify(fd, 2000), "STOPPING=1");
     close(fd);
+}
+
+/* A thread of pid other than its main one (the FUSE loop's) that does not
+ * block SIGTERM; 0 if none. */
+static pid_t other_thread(pid_t pid)
+{
+    char path[128], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    cr_assert(d);
+    pid_t found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid <= 0 || tid == pid)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+        FILE *f = fopen(path, "r");
+        unsigned long long blk = ~0ull;
+        while (f && fgets(line, sizeof(line), f))
+            if (!strncmp(line, "SigBlk:", 7))
+                blk = strtoull(line + 7, NULL, 16);
+        if (f)
+            fclose(f);
+        if (!(blk & (1ull << (SIGTERM - 1))))
+            found = tid;
+    }
+    closedir(d);
+    return found;
+}
+
+/* A SIGTERM that runs on another thread while the FUSE thread sleeps in
+ * poll(2) ends the loop at once: nothing touches the mount meanwhile (a
+ * request would wake the loop and hide a stop that waits for one). */
+Test(daemon_mode, sigterm_run_by_another_thread_stops_an_idle_csifs)
+{
+    cr_assert_eq(mkdir(D("mnt"), 0755), 0);
+    for (int round = 0; round < 3; round++) {
+        pid_t pid = start_fg("", D("mnt"), NULL);
+        cr_assert(tu_wait_for(serving, (void *)D("mnt"), 10000));
+        tu_sleep_ms(100);            /* past the loop's spin: asleep */
+        pid_t tid = other_thread(pid);
+        cr_assert_gt(tid, 0, "csifs has no other thread that takes SIGTERM");
+        cr_assert_eq(syscall(SYS_tgkill, pid, tid, SIGTERM), 0);
+        int st = 0;
+        pid_t r = 0;
+        int64_t end = tu_now_ms() + tu_ms(2000);
+        while ((r = waitpid(pid, &st, WNOHANG)) == 0 && tu_now_ms() < end)
+            tu_sleep_ms(5);
+        cr_assert(r == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "round %d: csifs -f status %#x 2 s after SIGTERM on thread %d", round, st,
+                  (int)tid);
+        cr_assert(!is_mount(D("mnt")));
+    }
 }
 
 static int count_lines(const char *needle)
