@@ -66,11 +66,12 @@ static bool call_replayed(struct call *c, uint64_t unique)
     int rc;
     if (!(unique & FS_UNIQUE_RESEND) || reg_ring_find(c->fs->reg, &c->key, &rc) < 0)
         return false;
-    csifs_log(LOG_INFO, "resent request %llu (opcode %u, %s) committed before the takeover: "
-              "answered as recorded (%d)", (unsigned long long)c->key.unique, c->key.opcode,
-              c->name[0] ? c->name : "no name", rc);
     int r = fs_resolve(c->fs, c->ino, &c->dir);
-    c->answer(c, r < 0 ? r : rc);
+    r = r < 0 ? r : rc;
+    csifs_log(LOG_INFO, "resent request %llu (opcode %u, %s) committed before the takeover: "
+              "answered as recorded (%d): %s", (unsigned long long)c->key.unique, c->key.opcode,
+              c->name[0] ? c->name : "no name", rc, r < 0 ? strerror(-r) : "success");
+    c->answer(c, r);
     call_free(c);
     return true;
 }
