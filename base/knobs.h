@@ -26,11 +26,6 @@
 #define FS_YIELD_BUSY_NS 20000
 #endif
 
-/* csi/: a scheduler wake-up starts every round due within this many ms.
- * Rows: probe_fanout (p99 and CPU), probe_spread. */
-#ifndef PR_BATCH_MS
-#define PR_BATCH_MS 1
-#endif
 /* csi/: a round holds its lane until it ends or this many ms. Rows:
  * probe_fanout (p99), hung_neighbour, death_detect (its cost). */
 #ifndef PR_LANE_MS

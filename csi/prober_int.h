@@ -28,9 +28,8 @@
 #define PR_BACKOFF_MAX_MS 5000
 #define PR_SPREAD_MAX_MS 5000      /* restored instances: over min(heartbeat, this) */
 #define PR_UNSCHEDULED UINT32_MAX
-/* The scheduler's knobs (values in base/knobs.h):
- *   PR_BATCH_MS: a wake-up starts every round due within this many ms
- *     (fewer wake-ups; a round is never more than this early).
+/* The scheduler's knobs (values in base/knobs.h); a wake-up starts the
+ * rounds due by then, never one early:
  *   Lanes: a round starts only while fewer than csi_prober.lanes rounds that
  *     started less than PR_LANE_MS ago are in flight, so that rounds due
  *     together (instances sharing a millisecond of the grid, the backlog

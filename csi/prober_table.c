@@ -160,7 +160,7 @@ int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits)
     if (!p->nheap)
         return -1;
     int64_t at = p->heap[0]->due_ms;
-    *waits = at <= now_ms + PR_BATCH_MS && !pr_may_start(p, now_ms);
+    *waits = at <= now_ms && !pr_may_start(p, now_ms);
     if (*waits) {
         /* due, every lane taken: the first lane to expire, or lateness */
         int64_t late = at + PR_LATE_MS, freed = TAILQ_FIRST(&p->lane)->lane_ms + PR_LANE_MS;
