@@ -31,11 +31,6 @@
 #ifndef PR_LANE_MS
 #define PR_LANE_MS 2
 #endif
-/* csi/: a round this late starts whatever the lanes. Rows: death_detect,
- * hung_neighbour. */
-#ifndef PR_LATE_MS
-#define PR_LATE_MS 100
-#endif
 /* csi/: one lane more per this many rounds a second the heartbeat asks
  * for. Rows: probe_fanout, probe_spread. */
 #ifndef PR_LANE_RATE

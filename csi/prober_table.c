@@ -150,8 +150,7 @@ static void lanes_expire(struct csi_prober *p, int64_t now_ms)
 bool pr_may_start(struct csi_prober *p, int64_t now_ms)
 {
     lanes_expire(p, now_ms);
-    return p->nlane < lanes(p) ||
-           (p->nheap && p->heap[0]->due_ms + PR_LATE_MS <= now_ms);
+    return p->nlane < lanes(p);
 }
 
 int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits)
@@ -161,11 +160,8 @@ int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits)
         return -1;
     int64_t at = p->heap[0]->due_ms;
     *waits = at <= now_ms && !pr_may_start(p, now_ms);
-    if (*waits) {
-        /* due, every lane taken: the first lane to expire, or lateness */
-        int64_t late = at + PR_LATE_MS, freed = TAILQ_FIRST(&p->lane)->lane_ms + PR_LANE_MS;
-        at = freed < late ? freed : late;
-    }
+    if (*waits)      /* due, every lane taken: the first lane to expire */
+        at = TAILQ_FIRST(&p->lane)->lane_ms + PR_LANE_MS;
     int64_t ms = at - now_ms;
     return ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
 }
