@@ -28,15 +28,16 @@ int reg_name_check(const char *name)
     size_t n = name ? strlen(name) : 0;
     if (n > NAME_MAX)                /* as every Unix filesystem says */
         return csifs_why_set("name longer than 255 bytes"), -ENAMETOOLONG;
-    csifs_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', not 'current'");
-    if (n < 1 || n > REG_NAME_MAX || name[0] == '.' || !strcmp(name, "current"))
-        return -EINVAL;
-    for (size_t k = 0; k < n; k++) {
+    bool ok = n >= 1 && n <= REG_NAME_MAX && name[0] != '.' && strcmp(name, "current");
+    for (size_t k = 0; ok && k < n; k++) {
         char c = name[k];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return -EINVAL;
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == '-';
     }
+    /* only a refusal says why (its hook reads the caller's comm: oplog.c) */
+    if (!ok)
+        return csifs_why_set("name must be 1-63 of [A-Za-z0-9._-], not starting with '.', "
+                             "not 'current'"), -EINVAL;
     csifs_why_clear();
     return 0;
 }
