@@ -30,13 +30,13 @@
 #define PR_UNSCHEDULED UINT32_MAX
 /* The scheduler's knobs (values in base/knobs.h); a wake-up starts the
  * rounds due by then, never one early:
- *   Lanes: a round starts only while fewer than csi_prober.lanes rounds that
- *     started less than PR_LANE_MS ago are in flight, so that rounds due
- *     together (instances sharing a millisecond of the grid, the backlog
- *     after a stall of the machine, a burst of pokes) go one after the other
- *     instead of queueing behind each other in the plugins and in csifs.
- *     There is one lane more for every PR_LANE_RATE rounds a second the
- *     heartbeat asks for.
+ *   The lane: a round starts only while no round that started less than
+ *     PR_LANE_MS ago is in flight, so that rounds due together (instances
+ *     sharing a millisecond of the grid, the backlog after a stall of the
+ *     machine, a burst of pokes) go one after the other instead of queueing
+ *     behind each other in the plugins and in csifs. So rounds start at
+ *     most one per round trip (probe_call: about 0.3 ms here), or one per
+ *     PR_LANE_MS while rounds take longer.
  *   PR_DONE_LAG_MS: a finished call does not wake the scheduler when it
  *     wakes by itself within this many ms anyway (at high rates, for the
  *     next due round) and no due round waits for a lane: a result is then

@@ -132,12 +132,6 @@ void pr_lane_give(struct csi_prober *p, struct pinst *pi)
     p->nlane--;
 }
 
-static size_t lanes(const struct csi_prober *p)
-{
-    int64_t per_s = (int64_t)p->ninst * 1000 / p->o.heartbeat_ms;
-    return 1 + (size_t)(per_s / PR_LANE_RATE);
-}
-
 /* Give back the lanes of rounds in flight for PR_LANE_MS: a slow or hung
  * plugin holds one that long at most. */
 static void lanes_expire(struct csi_prober *p, int64_t now_ms)
@@ -150,7 +144,7 @@ static void lanes_expire(struct csi_prober *p, int64_t now_ms)
 bool pr_may_start(struct csi_prober *p, int64_t now_ms)
 {
     lanes_expire(p, now_ms);
-    return p->nlane < lanes(p);
+    return p->nlane == 0;            /* one lane */
 }
 
 int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits)
