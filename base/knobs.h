@@ -21,30 +21,16 @@
 #endif
 /* fs/serve.c: a sched_yield() that took longer ran another task: stop
  * polling (the CPU is wanted). Rows: read_open and browse_warm under load
- * (and the events_order test's 35 ms wake-up). */
+ * (and the events_order test's 35 ms wake-up). Not yet A/B'd. */
 #ifndef FS_YIELD_BUSY_NS
 #define FS_YIELD_BUSY_NS 20000
 #endif
 
-/* csi/: a scheduler wake-up starts every round due within this many ms.
- * Rows: probe_fanout (p99 and CPU), probe_spread. */
-#ifndef PR_BATCH_MS
-#define PR_BATCH_MS 1
-#endif
-/* csi/: a round holds its lane until it ends or this many ms. Rows:
- * probe_fanout (p99), hung_neighbour, death_detect (its cost). */
+/* csi/: a round holds the lane (there is one: due rounds start one after
+ * the other) until it ends or this many ms. Rows: probe_fanout (p99),
+ * hung_neighbour, death_detect (its cost). */
 #ifndef PR_LANE_MS
 #define PR_LANE_MS 2
-#endif
-/* csi/: a round this late starts whatever the lanes. Rows: death_detect,
- * hung_neighbour. */
-#ifndef PR_LATE_MS
-#define PR_LATE_MS 100
-#endif
-/* csi/: one lane more per this many rounds a second the heartbeat asks
- * for. Rows: probe_fanout, probe_spread. */
-#ifndef PR_LANE_RATE
-#define PR_LANE_RATE 4000
 #endif
 /* csi/: a finished call does not wake the scheduler when it wakes within
  * this many ms anyway. Rows: probe_fanout (CPU), probe_call. */

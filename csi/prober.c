@@ -250,7 +250,7 @@ static void *scheduler(void *arg)
             return NULL;
         now = csifs_mono_ms();
         struct pinst *pi;
-        while (pr_may_start(p, now) && (pi = pr_take_due(p, now + PR_BATCH_MS)))
+        while (pr_may_start(p, now) && (pi = pr_take_due(p, now)))
             obey(p, pi, pr_round_start(p, pi));
         struct pollfd fds[2] = { { .fd = p->wake_fd, .events = POLLIN },
                                  { .fd = p->ino_fd, .events = POLLIN } };

@@ -28,16 +28,15 @@
 #define PR_BACKOFF_MAX_MS 5000
 #define PR_SPREAD_MAX_MS 5000      /* restored instances: over min(heartbeat, this) */
 #define PR_UNSCHEDULED UINT32_MAX
-/* The scheduler's knobs (values in base/knobs.h):
- *   PR_BATCH_MS: a wake-up starts every round due within this many ms
- *     (fewer wake-ups; a round is never more than this early).
- *   Lanes: a round starts only while fewer than csi_prober.lanes rounds that
- *     started less than PR_LANE_MS ago are in flight, so that rounds due
- *     together (instances sharing a millisecond of the grid, the backlog
- *     after a stall of the machine, a burst of pokes) go one after the other
- *     instead of queueing behind each other in the plugins and in csifs. A
- *     round late by PR_LATE_MS starts anyway, and there is one lane more for
- *     every PR_LANE_RATE rounds a second the heartbeat asks for.
+/* The scheduler's knobs (values in base/knobs.h); a wake-up starts the
+ * rounds due by then, never one early:
+ *   The lane: a round starts only while no round that started less than
+ *     PR_LANE_MS ago is in flight, so that rounds due together (instances
+ *     sharing a millisecond of the grid, the backlog after a stall of the
+ *     machine, a burst of pokes) go one after the other instead of queueing
+ *     behind each other in the plugins and in csifs. So rounds start at
+ *     most one per round trip (probe_call: about 0.3 ms here), or one per
+ *     PR_LANE_MS while rounds take longer.
  *   PR_DONE_LAG_MS: a finished call does not wake the scheduler when it
  *     wakes by itself within this many ms anyway (at high rates, for the
  *     next due round) and no due round waits for a lane: a result is then
@@ -143,10 +142,10 @@ void pr_schedule(struct csi_prober *p, struct pinst *pi, int64_t due_ms);
 void pr_unschedule(struct csi_prober *p, struct pinst *pi);
 /* The first instance due by now (taken out of the heap), or NULL. */
 struct pinst *pr_take_due(struct csi_prober *p, int64_t now_ms);
-/* May a due round start now: a lane is free, or the first due is late by
- * PR_LATE_MS (expired lanes are given back first). */
+/* May a due round start now: a lane is free (expired lanes are given back
+ * first). */
 bool pr_may_start(struct csi_prober *p, int64_t now_ms);
-/* ms until a round may start (a due one, a lane expired or one late); -1
+/* ms until a round may start (a due one, or a lane expired); -1
  * when none is scheduled. *waits: a round is due but every lane is taken
  * (a round that ends frees its lane earlier: its completion must wake the
  * scheduler). */

@@ -121,15 +121,15 @@ static void schedule_next(struct csi_prober *p, struct pinst *pi, enum reg_healt
     int64_t now = csifs_mono_ms(), due;
     if (h == REG_HEALTHY) {
         pi->backoff_ms = PR_BACKOFF_MIN_MS;
-        /* after the slot this round may have started early for */
-        due = next_slot(p, pi, now + PR_BATCH_MS);
+        due = next_slot(p, pi, now);
     } else {
         due = now + pi->backoff_ms;
         pi->backoff_ms = pi->backoff_ms * 2 > PR_BACKOFF_MAX_MS ? PR_BACKOFF_MAX_MS
                                                                : pi->backoff_ms * 2;
-        /* one round as health_timeout passes, so `unhealthy` shows on time */
+        /* one round as health_timeout passes, so `unhealthy` shows on time
+         * (the registry counts from the socket's mutation, before this) */
         if (h == REG_UNKNOWN && now < pi->timeout_at_ms && due > pi->timeout_at_ms)
-            due = pi->timeout_at_ms + PR_BATCH_MS;   /* not early: after it */
+            due = pi->timeout_at_ms;
         pr_watch_arm(p, pi);           /* the socket's dir may exist by now */
     }
     if (pi->poke) {

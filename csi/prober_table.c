@@ -132,12 +132,6 @@ void pr_lane_give(struct csi_prober *p, struct pinst *pi)
     p->nlane--;
 }
 
-static size_t lanes(const struct csi_prober *p)
-{
-    int64_t per_s = (int64_t)p->ninst * 1000 / p->o.heartbeat_ms;
-    return 1 + (size_t)(per_s / PR_LANE_RATE);
-}
-
 /* Give back the lanes of rounds in flight for PR_LANE_MS: a slow or hung
  * plugin holds one that long at most. */
 static void lanes_expire(struct csi_prober *p, int64_t now_ms)
@@ -150,8 +144,7 @@ static void lanes_expire(struct csi_prober *p, int64_t now_ms)
 bool pr_may_start(struct csi_prober *p, int64_t now_ms)
 {
     lanes_expire(p, now_ms);
-    return p->nlane < lanes(p) ||
-           (p->nheap && p->heap[0]->due_ms + PR_LATE_MS <= now_ms);
+    return p->nlane == 0;            /* one lane */
 }
 
 int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits)
@@ -160,12 +153,9 @@ int pr_next_timeout(struct csi_prober *p, int64_t now_ms, bool *waits)
     if (!p->nheap)
         return -1;
     int64_t at = p->heap[0]->due_ms;
-    *waits = at <= now_ms + PR_BATCH_MS && !pr_may_start(p, now_ms);
-    if (*waits) {
-        /* due, every lane taken: the first lane to expire, or lateness */
-        int64_t late = at + PR_LATE_MS, freed = TAILQ_FIRST(&p->lane)->lane_ms + PR_LANE_MS;
-        at = freed < late ? freed : late;
-    }
+    *waits = at <= now_ms && !pr_may_start(p, now_ms);
+    if (*waits)      /* due, every lane taken: the first lane to expire */
+        at = TAILQ_FIRST(&p->lane)->lane_ms + PR_LANE_MS;
     int64_t ms = at - now_ms;
     return ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
 }
