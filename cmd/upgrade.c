@@ -18,17 +18,17 @@
 
 static struct {
     struct csifs_upgrade u;
-    pthread_t loop_th, th;           /* the thread in fs_loop; the upgrade's */
+    pthread_t th;                    /* the upgrade's */
     sem_t go;                        /* posted by the handler, or to end */
     bool started;
     volatile sig_atomic_t asked;
-    bool quit, done, loop_ended;     /* atomic */
+    bool quit, done;                 /* atomic */
 } up;
 
 static void on_usr2(int sig)
 {
     (void)sig;
-    if (!up.asked) {                 /* later ones only interrupt a poll(2) */
+    if (!up.asked) {                 /* a later one does nothing */
         up.asked = 1;
         sem_post(&up.go);
     }
@@ -55,15 +55,9 @@ static void *upgrader(void *arg)
     (void)arg;
     while (sem_wait(&up.go) < 0 && errno == EINTR)
         ;
-    if (!__atomic_load_n(&up.quit, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&up.quit, __ATOMIC_ACQUIRE)) {
         steps();
-    /* End the loop: its thread may have checked the flag just before its
-     * poll(2) when a signal came, so ask again until it has returned. */
-    while (!__atomic_load_n(&up.loop_ended, __ATOMIC_ACQUIRE)) {
-        fs_loop_break(up.u.fs);
-        pthread_kill(up.loop_th, SIGUSR2);   /* its poll(2) returns EINTR */
-        struct timespec ts = { 0, 10 * 1000000L };
-        nanosleep(&ts, NULL);
+        fs_loop_break(up.u.fs);      /* wakes the loop wherever it is */
     }
     return NULL;
 }
@@ -71,7 +65,6 @@ static void *upgrader(void *arg)
 int csifs_upgrade_catch(const struct csifs_upgrade *u)
 {
     up.u = *u;
-    up.loop_th = pthread_self();
     if (sem_init(&up.go, 0, 0) < 0)
         return -errno;
     int rc = -pthread_create(&up.th, NULL, upgrader, NULL);
@@ -92,7 +85,6 @@ bool csifs_upgrade_end(void)
 {
     if (!up.started)
         return false;
-    __atomic_store_n(&up.loop_ended, true, __ATOMIC_RELEASE);
     __atomic_store_n(&up.quit, true, __ATOMIC_RELEASE);
     up.asked = 1;                    /* a later SIGUSR2 posts nothing */
     sem_post(&up.go);                /* a thread still waiting ends */

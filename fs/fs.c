@@ -311,10 +311,7 @@ int fs_loop(struct fs *fs, bool signals)
 
 void fs_exit(struct fs *fs)
 {
-    fuse_session_exit(fs->se);
-    fs_serve_wake();
-    /* A lazy unmount ends the connection: the loop returns even if it
-     * never saw the flag. */
+    fs_loop_break(fs);
     umount2(fs->mountpoint, MNT_DETACH);
 }
 

@@ -431,18 +431,15 @@ int mut_submit(struct reg *reg, struct mut *m)
     *reg->qtail = m;
     reg->qtail = &m->next;
     bool gathered = ++reg->qlen == reg->gather;
-    if (queued) {
-        /* Woken after the unlock: a commit thread woken under wlock would
-         * wake only to wait for it (a second wake-up per mutation). */
+    /* A queued caller wakes the commit thread after the unlock: woken under
+     * wlock, it would wake only to wait for it (a second wake-up). */
+    if (queued)
         pthread_mutex_unlock(&reg->wlock);
-        if (gathered)
-            pthread_cond_signal(&reg->gather_cv);
-        pthread_cond_signal(&reg->commit_cv);
-        return REG_QUEUED;
-    }
     if (gathered)
         pthread_cond_signal(&reg->gather_cv);
     pthread_cond_signal(&reg->commit_cv);
+    if (queued)
+        return REG_QUEUED;
     while (!m->done)
         pthread_cond_wait(&m->cv, &reg->wlock);
     rc = m->rc;
