@@ -4,9 +4,11 @@
 #include "base/log.h"
 #include "registry/events.h"
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct fuse_lowlevel_ops orig;
 
@@ -64,13 +66,13 @@ static void read_comm(void)
     caller_comm.read = true;
     caller_comm.comm[0] = '\0';
     snprintf(path, sizeof(path), "/proc/%d/comm", caller_comm.pid);
-    FILE *f = caller_comm.pid > 0 ? fopen(path, "re") : NULL;
-    if (!f)
+    int fd = caller_comm.pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0)
         return;
-    if (!fgets(caller_comm.comm, sizeof(caller_comm.comm), f))
-        caller_comm.comm[0] = '\0';
+    ssize_t n = read(fd, caller_comm.comm, sizeof(caller_comm.comm) - 1);
+    caller_comm.comm[n > 0 ? n : 0] = '\0';
     caller_comm.comm[strcspn(caller_comm.comm, "\n")] = '\0';
-    fclose(f);
+    close(fd);
 }
 
 /* " by uid U pid P (comm)", or "" for a change nobody asked for (a probe).

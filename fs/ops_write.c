@@ -7,9 +7,12 @@
  * They run on the FUSE thread, which never waits for a commit: each
  * handler notes what its answer needs in a call (struct call) and hands it
  * to the registry with the mutation (reg_reply_set). A refusal is answered
- * at once; a queued mutation is answered by call_done on the registry's
- * commit thread after the commit that holds it (DESIGN 7), with no registry
- * lock held. The answer invalidates nothing that can block: the entry
+ * at once; a queued mutation is answered by call_done after the commit
+ * that holds it (DESIGN 7), with no registry lock held, on the thread that
+ * leads that commit: the registry's commit thread, or, when none was being
+ * committed, this FUSE thread itself once it has handed the loop to the
+ * loop's second thread (reg_lead_offer, fs_serve_defer: the commit thread's
+ * wake-up saved, and a reader still never waits). The answer invalidates nothing that can block: the entry
  * invalidations of a change go to the notifier thread (inval.h), which
  * neither the FUSE thread nor the commit thread waits for (DESIGN 10). No
  * interrupt handler: an interrupted caller's change commits anyway and its
@@ -114,7 +117,8 @@ static struct call *call_open(fuse_req_t req, enum fs_op fop,
     return call_replayed(c, h->unique) ? NULL : c;
 }
 
-/* On the commit thread: the mutation's outcome, then the answer. */
+/* On the thread that leads the commit: the mutation's outcome, then the
+ * answer. */
 static void call_done(void *arg, int rc)
 {
     struct call *c = arg;
@@ -130,14 +134,26 @@ static void call_begin(struct call *c)
 {
     reg_reply_set(call_done, c);
     reg_ring_set(&c->key);
+    reg_lead_offer(fs_serve_can_defer());
+}
+
+/* This thread leads the commit, the FUSE loop handed to the other one. */
+static void lead(void *reg)
+{
+    reg_lead(reg);
 }
 
 static void call_end(struct call *c, int rc)
 {
     reg_reply_set(NULL, NULL);
     reg_ring_set(NULL);
+    reg_lead_offer(false);
+    struct reg *reg = reg_lead_due();
+    if (reg)
+        fs_serve_defer(lead, reg);   /* answered after the loop is handed over */
     if (rc == REG_QUEUED) {
-        fs_serve_handed_off();       /* the commit thread answers */
+        if (!reg)
+            fs_serve_handed_off();   /* the commit thread answers */
         return;
     }
     fs_testopt_before_reply(c->key.opcode, rc, false);

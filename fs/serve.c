@@ -1,5 +1,6 @@
-/* The FUSE request loop: one thread, which polls /dev/fuse for a short
- * while after each request before it sleeps.
+/* The FUSE request loop: one thread at a time reads (a second one takes
+ * over while the first runs work a handler deferred: below), and it polls
+ * /dev/fuse for a short while after each request before it sleeps.
  *
  * Why: on this kind of VM a round trip that has to wake a sleeping thread
  * is dear when the machine is idle. A vCPU with nothing to run halts at
@@ -145,25 +146,132 @@ static int sleep_until_ready(int fd)
     return 0;
 }
 
-int fs_serve(struct fuse_session *se)
+/* ---- the loop's two threads ----
+ * The thread that called fs_serve and, from the first fs_serve_defer, a
+ * standby. One of them at a time holds the loop: reads /dev/fuse and runs
+ * the handlers, so handlers never run concurrently. A handler that defers
+ * work (a commit to lead) makes its thread hand the loop to the other one
+ * after the request, run the work, then wait to hold the loop again: a
+ * reader's request never waits for that work (DESIGN 7). Lock order: lp.mu
+ * is innermost (nothing is called under it). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool free;                       /* nobody holds the loop: the next to wait takes it */
+    bool end;                        /* the loop ended: both threads return */
+    bool standby;                    /* the standby thread was started */
+    pthread_t th;
+    int rc;                          /* the loop's outcome */
+    int working;                     /* threads in deferred work */
+    /* atomic: when the last deferred work ended plus FS_SPIN_NS (INT64_MAX
+     * while one runs): the holder it handed the loop to polls until then */
+    int64_t spin_until;
+} lp = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+/* What a handler deferred (fs_serve_defer), and whether this thread is one
+ * of the loop's. */
+static _Thread_local struct {
+    void (*fn)(void *);
+    void *arg;
+} deferred;
+static _Thread_local bool in_loop;
+
+#ifndef FS_SPIN_LEAD
+#define FS_SPIN_LEAD 1
+#endif
+#define SPIN_WHILE_DEFERRED INT64_MIN  /* awake_until: lp.spin_until says */
+
+bool fs_serve_can_defer(void)
 {
-    int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
-    if (fs_serve_wake_init() < 0)
-        return -EMFILE;
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return -errno;
+    return in_loop;
+}
+
+void fs_serve_defer(void (*fn)(void *), void *arg)
+{
+    deferred.fn = fn;
+    deferred.arg = arg;
+}
+
+static void end_loop(int rc)
+{
+    pthread_mutex_lock(&lp.mu);
+    lp.end = true;
+    if (rc < 0 && lp.rc == 0)
+        lp.rc = rc;
+    pthread_cond_broadcast(&lp.cv);
+    pthread_mutex_unlock(&lp.mu);
+}
+
+/* Wait until the loop is free and take it; false when the loop ended.
+ * worked: this thread comes back from deferred work. */
+static bool take_loop(bool worked)
+{
+    pthread_mutex_lock(&lp.mu);
+    if (worked && --lp.working == 0)
+        __atomic_store_n(&lp.spin_until, csifs_mono_ns() + FS_SPIN_NS, __ATOMIC_RELAXED);
+    while (!lp.free && !lp.end)
+        pthread_cond_wait(&lp.cv, &lp.mu);
+    bool got = !lp.end;
+    if (got)
+        lp.free = false;
+    pthread_mutex_unlock(&lp.mu);
+    return got;
+}
+
+static int serve_loop(struct fuse_session *se, bool holds);
+
+static void *standby_main(void *arg)
+{
+    serve_loop(arg, false);
+    return NULL;
+}
+
+/* Hand the loop to the standby (started now if need be); false when there
+ * is none: the work then runs with the loop held, as a last resort. */
+static bool hand_loop(struct fuse_session *se)
+{
+    pthread_mutex_lock(&lp.mu);
+    int rc = lp.standby ? 0 : -pthread_create(&lp.th, NULL, standby_main, se);
+    if (rc == 0) {
+        lp.standby = true;
+        lp.free = true;
+        lp.working++;
+        __atomic_store_n(&lp.spin_until, FS_SPIN_LEAD ? INT64_MAX : 0, __ATOMIC_RELAXED);
+        pthread_cond_signal(&lp.cv);
+    }
+    pthread_mutex_unlock(&lp.mu);
+    return rc == 0;
+}
+
+/* Whether to poll again rather than sleep (now: the clock). */
+static bool keep_polling(int64_t *awake_until, int64_t now)
+{
+    int64_t until = *awake_until == SPIN_WHILE_DEFERRED
+                    ? __atomic_load_n(&lp.spin_until, __ATOMIC_RELAXED) : *awake_until;
+    if (now >= until)
+        return false;
+    /* Another task wanted this CPU: sleep instead, so that a request wakes
+     * this thread ahead of them as before. */
+    sched_yield();
+    if (csifs_mono_ns() - now > FS_YIELD_BUSY_NS)
+        *awake_until = 0;
+    return true;
+}
+
+/* The loop of one of its threads; holds: this thread holds it already. */
+static int serve_loop(struct fuse_session *se, bool holds)
+{
+    int fd = fuse_session_fd(se);
     struct fuse_buf buf = { .mem = NULL };
-    int64_t awake_until = 0;
+    int64_t awake_until = holds ? 0 : SPIN_WHILE_DEFERRED;
     int rc = 0;
+    in_loop = true;
+    if (!holds && !take_loop(false))
+        goto out;
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &buf);
-        int64_t now = res == -EAGAIN ? csifs_mono_ns() : 0;
-        if (res == -EAGAIN && now < awake_until) {
-            /* Another task wanted this CPU: sleep instead, so that a
-             * request wakes this thread ahead of them as before. */
-            sched_yield();
-            if (csifs_mono_ns() - now > FS_YIELD_BUSY_NS)
-                awake_until = 0;
+        if (res == -EAGAIN && keep_polling(&awake_until, csifs_mono_ns())) {
+            continue;
         } else if (res == -EAGAIN) {
             if ((rc = sleep_until_ready(fd)) < 0)
                 break;
@@ -176,12 +284,49 @@ int fs_serve(struct fuse_session *se)
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
             awake_until = handed_off ? 0 : done + FS_SPIN_NS;
+            if (!deferred.fn)
+                continue;
+            void (*fn)(void *) = deferred.fn;
+            deferred.fn = NULL;
+            if (!hand_loop(se)) {
+                fn(deferred.arg);
+                continue;
+            }
+            fn(deferred.arg);
+            if (!take_loop(true))
+                goto out;
+            awake_until = SPIN_WHILE_DEFERRED;   /* the other thread defers now */
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;
         }
     }
+    end_loop(rc);
+out:
+    in_loop = false;
     free(buf.mem);
+    return rc;
+}
+
+int fs_serve(struct fuse_session *se)
+{
+    int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
+    if (fs_serve_wake_init() < 0)
+        return -EMFILE;
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -errno;
+    pthread_mutex_lock(&lp.mu);
+    lp.free = lp.end = lp.standby = false;
+    lp.rc = lp.working = 0;
+    pthread_mutex_unlock(&lp.mu);
+    __atomic_store_n(&lp.spin_until, 0, __ATOMIC_RELAXED);
+    serve_loop(se, true);
+    pthread_mutex_lock(&lp.mu);
+    bool standby = lp.standby;
+    pthread_mutex_unlock(&lp.mu);
+    if (standby)
+        pthread_join(lp.th, NULL);
+    int rc = lp.rc;
     if (fcntl(fd, F_SETFL, fl) < 0 && rc == 0)
         rc = -errno;
     fuse_session_reset(se);

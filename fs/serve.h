@@ -1,11 +1,13 @@
 /* serve: the FUSE request loop of one session (serve.c says why it polls
- * before it sleeps). Runs on the calling thread until the session is
- * unmounted or exits (fuse_session_exit, libfuse's signal handlers);
- * returns 0 or a negative errno. */
+ * before it sleeps). Runs on the calling thread (and, once a handler
+ * defers work, on a second one: one of the two reads at a time) until the
+ * session is unmounted or exits (fuse_session_exit, libfuse's signal
+ * handlers); returns 0 or a negative errno once both are done. */
 #ifndef CSIFS_SERVE_H
 #define CSIFS_SERVE_H
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 int fs_serve(struct fuse_session *se);
@@ -18,6 +20,14 @@ void fs_serve_wake(void);
  * thread later (the registry's commit thread), so the loop does not poll
  * after it. */
 void fs_serve_handed_off(void);
+/* Whether this thread runs the loop (fs_serve_defer is honoured). */
+bool fs_serve_can_defer(void);
+/* From a handler: once this request is processed, the thread hands the
+ * loop to a second thread (started on first use), which goes on reading,
+ * then runs fn(arg) and waits to read again. Work that may block (a
+ * commit's fsync) thus never makes a request wait. The last one set per
+ * request runs. */
+void fs_serve_defer(void (*fn)(void *), void *arg);
 
 /* The request being processed on this thread, from its struct
  * fuse_in_header (libfuse 3.14 has no accessor for a request's unique):

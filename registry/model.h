@@ -130,12 +130,14 @@ struct reg {
     pthread_cond_t gather_cv;    /* CLOCK_MONOTONIC */
     pthread_cond_t commit_cv;    /* the commit thread waits for a mutation */
     bool commit_started, commit_stop;
-    bool leading;                /* the commit thread is in a batch (reg_quiesce) */
+    bool leading;                /* a thread leads (the commit thread or reg_lead's):
+                                  * what is queued is its (reg_quiesce waits) */
     pthread_cond_t idle_cv;      /* reg_quiesce waits: no batch queued or led */
     pthread_t commit_th;
     size_t pend_links;           /* queued objects to link: index room kept */
     uint64_t room, pend_bytes;   /* store room for additions, and queued use */
     bool room_known;
+    int64_t room_ns;             /* when room was measured (csifs_mono_ns) */
     /* the events thread: calls ev_subs when events were appended */
     pthread_mutex_t ev_mu;
     pthread_cond_t ev_cv;

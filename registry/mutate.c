@@ -3,6 +3,7 @@
  * What a mutation's kind calls at validation and apply is mutate_apply.c. */
 #include "registry/mutate.h"
 #include "base/counters.h"
+#include "base/defaults.h"
 #include "base/knobs.h"
 
 #include <errno.h>
@@ -12,6 +13,11 @@
 #include <unistd.h>
 
 #define EV_BLOCK 65536          /* event seqs reserved per meta extension */
+/* The store's room (mut_check_room) is measured after a commit at most
+ * this often (a statvfs, two fstat and a read transaction); between, each
+ * commit takes its batch's estimate off, and a mutation that finds too
+ * little has it measured again. Disk used by others shows within this. */
+#define MUT_ROOM_STALE_NS 1000000000LL
 
 #ifdef CSIFS_TEST_OPTS
 int reg_test_commit_delay_ms;
@@ -256,6 +262,11 @@ static void lead(struct reg *reg)
     }
     struct subs subs;
     copy_subs(reg, &subs);
+    uint64_t est = 0;
+    for (struct mut *m = batch; m; m = m->next)
+        est += m->est;
+    int64_t t = csifs_mono_ns();
+    bool measure = t - reg->room_ns >= MUT_ROOM_STALE_NS;
     pthread_mutex_unlock(&reg->wlock);
 
     int rc = 0;
@@ -266,7 +277,7 @@ static void lead(struct reg *reg)
         build_txn(batch, &txn);
         if (rc == 0)
             rc = be->commit(be->ctx, &txn);
-        room_known = be->room && be->room(be->ctx, &room) == 0;
+        room_known = (measure || rc < 0) && be->room && be->room(be->ctx, &room) == 0;
     }
 
     pthread_mutex_lock(&reg->wlock);
@@ -295,6 +306,9 @@ static void lead(struct reg *reg)
     if (room_known) {
         reg->room = room;
         reg->room_known = true;
+        reg->room_ns = t;
+    } else if (rc == 0) {            /* at most what the batch took */
+        reg->room = reg->room > est ? reg->room - est : 0;
     }
     reg->inflight = NULL;
     answer(reg, behind, rc);
@@ -310,21 +324,32 @@ static void lead(struct reg *reg)
     answer(reg, batch, rc);
 }
 
-/* The commit thread: leads every batch, until mut_stop and an empty queue. */
+/* Lead every queued batch, then let go (wlock held on entry and return):
+ * the commit thread's turn, or a thread's that took the lead at submit. A
+ * mutation queued while a leader leads is its, without a wake-up. */
+static void lead_all(struct reg *reg)
+{
+    reg->leading = true;
+    while (reg->qhead)
+        lead(reg);
+    reg->leading = false;
+    pthread_cond_broadcast(&reg->idle_cv);
+    if (reg->commit_stop)
+        pthread_cond_signal(&reg->commit_cv);
+}
+
+/* The commit thread: leads what no other thread leads, until mut_stop and
+ * an empty queue. */
 static void *committer(void *arg)
 {
     struct reg *reg = arg;
     pthread_mutex_lock(&reg->wlock);
     for (;;) {
-        while (!reg->qhead && !reg->commit_stop)
+        while (reg->leading || (!reg->qhead && !reg->commit_stop))
             pthread_cond_wait(&reg->commit_cv, &reg->wlock);
         if (!reg->qhead)
             break;
-        reg->leading = true;
-        lead(reg);
-        reg->leading = false;
-        if (!reg->qhead)
-            pthread_cond_broadcast(&reg->idle_cv);
+        lead_all(reg);
     }
     pthread_mutex_unlock(&reg->wlock);
     return NULL;
@@ -375,6 +400,29 @@ void reg_reply_set(reg_reply_fn fn, void *arg)
 {
     reply.fn = fn;
     reply.arg = arg;
+}
+
+/* reg_lead_offer's, and the registry whose lead this thread took. */
+static _Thread_local bool lead_offered;
+static _Thread_local struct reg *lead_taken;
+
+void reg_lead_offer(bool on)
+{
+    lead_offered = on;
+}
+
+struct reg *reg_lead_due(void)
+{
+    struct reg *reg = lead_taken;
+    lead_taken = NULL;
+    return reg;
+}
+
+void reg_lead(struct reg *reg)
+{
+    pthread_mutex_lock(&reg->wlock);
+    lead_all(reg);
+    pthread_mutex_unlock(&reg->wlock);
 }
 
 static _Thread_local struct reg_caller caller;
@@ -431,15 +479,29 @@ int mut_submit(struct reg *reg, struct mut *m)
     *reg->qtail = m;
     reg->qtail = &m->next;
     bool gathered = ++reg->qlen == reg->gather;
+    /* No batch led: this thread takes the lead when it offered to
+     * (reg_lead_offer), else the commit thread is woken. A leader takes
+     * what is queued before it lets go: no wake-up then. */
+    bool wake = !reg->leading;
+    if (wake && queued && lead_offered) {
+        reg->leading = true;
+        lead_taken = reg;
+        wake = false;
+    }
     /* A queued caller wakes the commit thread after the unlock: woken under
      * wlock, it would wake only to wait for it (a second wake-up). */
     if (queued)
         pthread_mutex_unlock(&reg->wlock);
     if (gathered)
         pthread_cond_signal(&reg->gather_cv);
-    pthread_cond_signal(&reg->commit_cv);
+    if (wake)
+        pthread_cond_signal(&reg->commit_cv);
     if (queued)
         return REG_QUEUED;
+    if (lead_taken == reg) {         /* its lead is still due: it would wait on itself */
+        lead_taken = NULL;
+        lead_all(reg);
+    }
     while (!m->done)
         pthread_cond_wait(&m->cv, &reg->wlock);
     rc = m->rc;

@@ -3,6 +3,7 @@
  * validation and apply, where a plugin's current goes; at apply, changes
  * and their events, health, and an instance's record. */
 #include "registry/mutate.h"
+#include "base/defaults.h"
 #include "base/log.h"
 
 #include <assert.h>
@@ -20,8 +21,10 @@ int mut_check_room(struct reg *reg, uint64_t est)
         return 0;
     /* Room may have come back since the last commit (a file removed). */
     uint64_t room;
-    if (be->room(be->ctx, &room) == 0)
+    if (be->room(be->ctx, &room) == 0) {
         reg->room = room;
+        reg->room_ns = csifs_mono_ns();
+    }
     if (reg->pend_bytes + est <= reg->room)
         return 0;
     csifs_why_set(REG_WHY_STORE_FULL);

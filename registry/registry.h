@@ -119,6 +119,17 @@ void reg_quiesce(struct reg *reg);
 #define REG_QUEUED 1
 typedef void (*reg_reply_fn)(void *arg, int rc);
 void reg_reply_set(reg_reply_fn fn, void *arg);
+/* A thread that sets a reply may also offer to lead the commit itself
+ * (reg_lead_offer(true) around the call): a REG_QUEUED mutation that finds
+ * no batch being committed is then left to it instead of to the commit
+ * thread, whose wake-up it saves. reg_lead_due() says so (the registry, or
+ * NULL; it clears), and the thread must then call reg_lead(reg) as soon as
+ * it holds nothing a reader waits for (the FUSE thread: after handing its
+ * loop to another thread, DESIGN 7): it commits and answers every batch
+ * queued until the queue is empty, fn called on it then. */
+void reg_lead_offer(bool on);
+struct reg *reg_lead_due(void);
+void reg_lead(struct reg *reg);
 int reg_plugin_create(struct reg *reg, enum reg_type type, const char *plugin);
 /* -ENOTEMPTY while it has instances. */
 int reg_plugin_remove(struct reg *reg, enum reg_type type, const char *plugin);

@@ -98,6 +98,13 @@ static void reserve_topup(struct store *st)
 {
     int fd;
     struct stat sb;
+    MDB_envinfo info;
+    MDB_stat ms;
+    /* data.mdb grows only past its last page: no fstat until then. */
+    if (mdb_env_info(st->env, &info) == 0 && mdb_env_stat(st->env, &ms) == 0 &&
+        (off_t)((info.me_last_pgno + 1) * ms.ms_psize) + STORE_RESERVE <=
+        __atomic_load_n(&st->reserved_to, __ATOMIC_RELAXED))
+        return;
     if (mdb_env_get_fd(st->env, &fd) != 0 || fstat(fd, &sb) < 0)
         return;
     off_t want = sb.st_size + STORE_RESERVE, to = __atomic_load_n(&st->reserved_to,
