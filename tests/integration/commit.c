@@ -159,6 +159,36 @@ Test(commit, readers_do_not_wait_for_commits)
     cr_assert_eq(tf_sh(&t, "test \"$(cat csi-node/p/a7/mount_point)\" = /mnt/x"), 0);
 }
 
+/* A lone mutation is committed by the FUSE thread that read it, once its
+ * loop is handed to the second FUSE thread (fs/serve.c): a SIGTERM while
+ * that commit is held ends the loop, the commit is answered, csifs exits 0,
+ * and the change is there after a restart. Meanwhile readers are served. */
+Test(commit, sigterm_while_the_fuse_thread_commits_answers_the_commit)
+{
+    spawn("gc-term", NULL);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p csi-node/q/b"), 0);
+    respawn("gc-term", "debug_commit_delay_ms=1500");
+    pid_t op = start_op(OP_MKDIR, P("csi-node/p/a"), NULL, 0);
+    tu_sleep_ms(300);                 /* its commit held */
+    int64_t t0 = tu_now_ms();
+    /* not csi-node/p: the kernel holds it for the mkdir */
+    cr_assert_eq(tf_sh(&t, "ls -lR csi-node/q >/dev/null && cat csi-node/q/b/health >/dev/null"),
+                 0);
+    cr_assert_lt(tu_now_ms() - t0, tu_ms(500), "a reader waited for the held commit");
+    int st, waited = 0;
+    cr_assert_eq(waitpid(op, &st, WNOHANG), 0, "the mkdir was answered before its commit");
+    cr_assert_eq(kill(t.pid, SIGTERM), 0);
+    int64_t end = tu_now_ms() + tu_ms(10000);
+    while ((waited = waitpid(t.pid, &st, WNOHANG)) == 0 && tu_now_ms() < end)
+        tu_sleep_ms(5);
+    cr_assert_eq(waited, t.pid, "csifs still runs 10 s after SIGTERM");
+    t.pid = 0;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "csifs ended with status %#x", st);
+    cr_assert_eq(wait_op(op), 0, "the mkdir whose commit the SIGTERM found failed");
+    spawn("gc-term", NULL);
+    cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a"), 0, "the answered mkdir is lost");
+}
+
 static bool exists(void *path)
 {
     return access(path, F_OK) == 0;
