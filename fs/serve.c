@@ -132,7 +132,8 @@ void fs_serve_wake(void)
     errno = e;
 }
 
-/* Sleep until /dev/fuse has a request or fs_serve_wake was called. */
+/* Sleep until /dev/fuse has a request or fs_serve_wake was called: 1 when
+ * woken by the latter. */
 static int sleep_until_ready(int fd)
 {
     struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
@@ -141,9 +142,9 @@ static int sleep_until_ready(int fd)
     if (poll(p, 2, -1) < 0)
         return errno == EINTR ? 0 : -errno;
     uint64_t n;
-    if ((p[1].revents & POLLIN) && read(p[1].fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-        return -errno;
-    return 0;
+    if (!(p[1].revents & POLLIN))
+        return 0;
+    return read(p[1].fd, &n, sizeof(n)) < 0 && errno != EAGAIN ? -errno : 1;
 }
 
 /* ---- the loop's two threads ----
@@ -162,10 +163,6 @@ static struct {
     bool standby;                    /* the standby thread was started */
     pthread_t th;
     int rc;                          /* the loop's outcome */
-    int working;                     /* threads in deferred work */
-    /* atomic: when the last deferred work ended plus FS_SPIN_NS (INT64_MAX
-     * while one runs): the holder it handed the loop to polls until then */
-    int64_t spin_until;
 } lp = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 /* What a handler deferred (fs_serve_defer), and whether this thread is one
@@ -175,11 +172,6 @@ static _Thread_local struct {
     void *arg;
 } deferred;
 static _Thread_local bool in_loop;
-
-#ifndef FS_SPIN_LEAD
-#define FS_SPIN_LEAD 1
-#endif
-#define SPIN_WHILE_DEFERRED INT64_MIN  /* awake_until: lp.spin_until says */
 
 bool fs_serve_can_defer(void)
 {
@@ -202,13 +194,10 @@ static void end_loop(int rc)
     pthread_mutex_unlock(&lp.mu);
 }
 
-/* Wait until the loop is free and take it; false when the loop ended.
- * worked: this thread comes back from deferred work. */
-static bool take_loop(bool worked)
+/* Wait until the loop is free and take it; false when the loop ended. */
+static bool take_loop(void)
 {
     pthread_mutex_lock(&lp.mu);
-    if (worked && --lp.working == 0)
-        __atomic_store_n(&lp.spin_until, csifs_mono_ns() + FS_SPIN_NS, __ATOMIC_RELAXED);
     while (!lp.free && !lp.end)
         pthread_cond_wait(&lp.cv, &lp.mu);
     bool got = !lp.end;
@@ -235,8 +224,6 @@ static bool hand_loop(struct fuse_session *se)
     if (rc == 0) {
         lp.standby = true;
         lp.free = true;
-        lp.working++;
-        __atomic_store_n(&lp.spin_until, FS_SPIN_LEAD ? INT64_MAX : 0, __ATOMIC_RELAXED);
         pthread_cond_signal(&lp.cv);
     }
     pthread_mutex_unlock(&lp.mu);
@@ -246,9 +233,7 @@ static bool hand_loop(struct fuse_session *se)
 /* Whether to poll again rather than sleep (now: the clock). */
 static bool keep_polling(int64_t *awake_until, int64_t now)
 {
-    int64_t until = *awake_until == SPIN_WHILE_DEFERRED
-                    ? __atomic_load_n(&lp.spin_until, __ATOMIC_RELAXED) : *awake_until;
-    if (now >= until)
+    if (now >= *awake_until)
         return false;
     /* Another task wanted this CPU: sleep instead, so that a request wakes
      * this thread ahead of them as before. */
@@ -263,10 +248,10 @@ static int serve_loop(struct fuse_session *se, bool holds)
 {
     int fd = fuse_session_fd(se);
     struct fuse_buf buf = { .mem = NULL };
-    int64_t awake_until = holds ? 0 : SPIN_WHILE_DEFERRED;
+    int64_t awake_until = 0;
     int rc = 0;
     in_loop = true;
-    if (!holds && !take_loop(false))
+    if (!holds && !take_loop())
         goto out;
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &buf);
@@ -275,6 +260,9 @@ static int serve_loop(struct fuse_session *se, bool holds)
         } else if (res == -EAGAIN) {
             if ((rc = sleep_until_ready(fd)) < 0)
                 break;
+            if (rc == 1)             /* woken: a request may follow (below) */
+                awake_until = csifs_mono_ns() + FS_SPIN_NS;
+            rc = 0;
         } else if (res > 0) {
             handed_off = false;
             keep_init(&buf);
@@ -293,9 +281,16 @@ static int serve_loop(struct fuse_session *se, bool holds)
                 continue;
             }
             fn(deferred.arg);
-            if (!take_loop(true))
+            /* Its answers went out: the requests they release come to the
+             * holder, woken now to poll for them rather than by the first. */
+#ifndef FS_LEAD_KICK
+#define FS_LEAD_KICK 1
+#endif
+            if (FS_LEAD_KICK)
+                fs_serve_wake();
+            if (!take_loop())
                 goto out;
-            awake_until = SPIN_WHILE_DEFERRED;   /* the other thread defers now */
+            awake_until = 0;         /* the other thread defers now */
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;
@@ -317,9 +312,8 @@ int fs_serve(struct fuse_session *se)
         return -errno;
     pthread_mutex_lock(&lp.mu);
     lp.free = lp.end = lp.standby = false;
-    lp.rc = lp.working = 0;
+    lp.rc = 0;
     pthread_mutex_unlock(&lp.mu);
-    __atomic_store_n(&lp.spin_until, 0, __ATOMIC_RELAXED);
     serve_loop(se, true);
     pthread_mutex_lock(&lp.mu);
     bool standby = lp.standby;
