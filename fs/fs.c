@@ -234,7 +234,7 @@ bool fs_calls_open(struct fs *fs)
     return open;
 }
 
-/* Wait until the commit thread answered every queued request. */
+/* Wait until every queued request was answered by its commit's leader. */
 static void fs_calls_drain(struct fs *fs)
 {
     pthread_mutex_lock(&fs->calls_mu);
@@ -300,8 +300,9 @@ int fs_loop(struct fs *fs, bool signals)
     int rc = signals ? catch_stop(fs->se) : 0;
     if (rc < 0)
         return rc;
-    /* One FUSE thread, this one (serve.h); the registry's commit thread
-     * answers what commits: no request is left unanswered at exit. */
+    /* This thread runs the loop (and a second one, serve.h); the leader of
+     * each commit answers what commits: no request is left unanswered at
+     * exit. */
     rc = fs_serve(fs->se);
     fs_calls_drain(fs);
     if (signals)

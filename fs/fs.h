@@ -5,9 +5,11 @@
  * (checks the FUSE options, touches nothing) then fs_session_mount();
  * fs_attach() hands it the registry and starts the notifier thread (after
  * any fork); fs_loop() serves requests until unmounted, fs_exit() or a
- * signal, on one FUSE thread (fs/serve.h) that never waits for a commit: a
- * committing request is answered by the registry's commit thread
- * (fs/ops_write.c), and fs_loop returns once every one is answered.
+ * signal, on one FUSE thread at a time (fs/serve.h) that never waits for a
+ * commit: a committing request is answered by the thread that leads its
+ * commit, the registry's commit thread or a FUSE thread that handed the
+ * loop to the other one first (fs/ops_write.c), and fs_loop returns once
+ * every one is answered.
  */
 #ifndef CSIFS_FS_H
 #define CSIFS_FS_H
@@ -50,7 +52,7 @@ int fs_loop(struct fs *fs, bool signals);
  * on a committing request (mkdir, rmdir, symlink, unlink, rename, write,
  * setattr) is read but neither run nor answered: the kernel keeps it, and
  * the next image gets it again (FUSE_NOTIFY_RESEND). Returns once every
- * one taken before was answered (by the commit thread, after its
+ * one taken before was answered (by its commit's leader, after its
  * subscribers), with how many were held so far. Any thread but the loop's. */
 unsigned fs_hold_commits(struct fs *fs);
 /* Make fs_loop return (any thread). */

@@ -16,7 +16,9 @@
  * polling one would wait its turn: 35 ms once in events_order), and lasts
  * FS_SPIN_NS after the last request only, and not after one handed to the
  * commit thread (which answers it later): an idle csifs sleeps in poll(2)
- * as before. */
+ * as before. A thread that leads a commit itself (fs_serve_defer) wakes
+ * the loop's holder once it has answered: the requests the answers release
+ * then find it polling. */
 #include "fs/serve.h"
 #include "base/defaults.h"
 #include "base/knobs.h"
@@ -221,12 +223,11 @@ static bool hand_loop(struct fuse_session *se)
 {
     pthread_mutex_lock(&lp.mu);
     int rc = lp.standby ? 0 : -pthread_create(&lp.th, NULL, standby_main, se);
-    if (rc == 0) {
-        lp.standby = true;
-        lp.free = true;
-        pthread_cond_signal(&lp.cv);
-    }
+    if (rc == 0)
+        lp.standby = lp.free = true;
     pthread_mutex_unlock(&lp.mu);
+    if (rc == 0)                     /* after the unlock: woken, it takes lp.mu */
+        pthread_cond_signal(&lp.cv);
     return rc == 0;
 }
 
@@ -282,12 +283,9 @@ static int serve_loop(struct fuse_session *se, bool holds)
             }
             fn(deferred.arg);
             /* Its answers went out: the requests they release come to the
-             * holder, woken now to poll for them rather than by the first. */
-#ifndef FS_LEAD_KICK
-#define FS_LEAD_KICK 1
-#endif
-            if (FS_LEAD_KICK)
-                fs_serve_wake();
+             * holder, woken now to poll for them rather than by the first
+             * (which would wait for a halted vCPU to wake). */
+            fs_serve_wake();
             if (!take_loop())
                 goto out;
             awake_until = 0;         /* the other thread defers now */

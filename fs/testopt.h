@@ -11,7 +11,7 @@
  *                      thread blocks in the kernel on the caller's lock
  *                      (the wedge of issue 13)
  *   debug_stall_reply=FILE
- *                      the commit thread stops for good after the first
+ *                      the commit's leader stops for good after the first
  *                      commit that holds a FUSE request, before answering
  *                      it, once it has created FILE (the test then kills
  *                      csifs: the change must be durable)
@@ -20,7 +20,7 @@
  *                      unlink or rename) that succeeded, committed or not:
  *                      on the FUSE thread before the answer of one that
  *                      committed nothing (the symlink or unlink of a
- *                      pending link), on the commit thread otherwise
+ *                      pending link), on the commit's leader otherwise
  *   debug_notifier_shared_fd
  *                      the notifier writes through the process's own
  *                      /dev/fuse fd, not its private clone: a SIGKILL then
@@ -39,7 +39,7 @@ int fs_testopt_parse(const char *opt, char *err, size_t errlen);
 /* Wrap the handlers the options given act on (nothing without them). */
 void fs_testopt_wrap(struct fuse_lowlevel_ops *ops);
 /* Before the answer rc to a mutating request of FUSE opcode op: on the
- * commit thread after the commit that held it (committed), or on the FUSE
+ * commit's leader after the commit that held it (committed), or on the FUSE
  * thread for one that committed nothing. debug_stall_reply stops here.
  * Nothing otherwise. */
 void fs_testopt_before_reply(unsigned op, int rc, bool committed);

@@ -116,14 +116,14 @@ struct reg {
     /* Lock order: wlock, then lock, then ev_mu or the ring's mutex (both
      * innermost). wlock: validation, the commit queue, the w_* fields, and
      * apply (with lock); never held across a commit, fsync or subscriber,
-     * nor while the commit thread calls a mutation's reply (reg_reply_set:
+     * nor while a leader calls a mutation's reply (reg_reply_set:
      * the FUSE replies, fuse_reply_*), which run with no registry lock: a
      * reply may take the fs/ locks that FUSE threads take under lock. */
     pthread_mutex_t wlock;
     pthread_rwlock_t lock;
     struct reg_opts opts;
     /* the commit queue (mutate.c), under wlock */
-    struct mut *qhead, **qtail;  /* validated, waiting for the commit thread */
+    struct mut *qhead, **qtail;  /* validated, waiting for a leader */
     struct mut *inflight;        /* the batch being committed */
     size_t qlen, last_batch;     /* queued now; the size of the last batch */
     size_t gather;               /* the commit thread waits for this many queued */

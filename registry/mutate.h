@@ -5,8 +5,10 @@
  *      of model.h, and mut_find_plugin/mut_find_inst for queued adds). It
  *      allocates everything apply will need, marks the writers' view, and
  *      calls mut_submit(), which reserves index room and queues it.
- *   2. The registry's commit thread (started with the first mutation) takes
- *      every queued mutation, releases wlock, builds one LMDB transaction
+ *   2. A leader, one at a time (reg->leading): the registry's commit
+ *      thread (started with the first mutation), or a queued caller that
+ *      offered to lead (reg_lead_offer) and found none, in reg_lead. It
+ *      takes every queued mutation, releases wlock, builds one LMDB transaction
  *      (build_txn, the one place a batch's transaction is made: one record
  *      per object, later mutations of the same object patch its record),
  *      commits it (one fsync), then under wlock and one write lock of the
@@ -16,7 +18,8 @@
  *      in commit order, publishes the batch's events (mut_publish), then
  *      answers every mutation of the batch: a waiting caller is woken; a
  *      queued one (reg_reply_set) has its kind's fin and its reply called
- *      on the commit thread, still with no registry lock held.
+ *      on the leader's thread, still with no registry lock held. The
+ *      leader leads again while anything is queued, then lets go.
  * A failed commit fails its batch and every mutation queued behind it (they
  * were validated against it): their marks are undone, nothing is applied.
  * A mutation that needs no commit (a probe result changing only health,

@@ -110,8 +110,9 @@ void reg_quiesce(struct reg *reg);
  * nothing changed). A caller that must not wait for the commit (the FUSE
  * thread) sets a reply first: reg_reply_set(fn, arg); the next of these
  * calls on its thread then returns REG_QUEUED once validated and queued, and
- * fn(arg, rc) is called exactly once, later, on the registry's commit
- * thread with no registry lock held, after the commit that holds it (rc 0)
+ * fn(arg, rc) is called exactly once, later, on the thread that leads its
+ * commit (the registry's commit thread, or reg_lead's) with no registry
+ * lock held, after the commit that holds it (rc 0)
  * or its failure (rc < 0; nothing applied). A call refused at validation,
  * or with nothing to commit, returns as without a reply and fn is not
  * called. Clear it after the call either way: reg_reply_set(NULL, NULL).
