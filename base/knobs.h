@@ -19,12 +19,6 @@
 #ifndef FS_SPIN_NS
 #define FS_SPIN_NS 200000
 #endif
-/* fs/serve.c: a sched_yield() that took longer ran another task: stop
- * polling (the CPU is wanted). Rows: read_open and browse_warm under load
- * (and the events_order test's 35 ms wake-up). Not yet A/B'd. */
-#ifndef FS_YIELD_BUSY_NS
-#define FS_YIELD_BUSY_NS 20000
-#endif
 
 /* csi/: a round holds the lane (there is one: due rounds start one after
  * the other) until it ends or this many ms. Rows: probe_fanout (p99),

@@ -11,10 +11,10 @@
  * "What bounds the short rows"). A reader's next request (the RELEASE and
  * OPEN of the next file, the GETATTR of the next directory of `ls -lR`)
  * then finds this thread awake. The poll yields the CPU to anything else
- * runnable on it and stops at the first yield that ran another task (on a
- * busy CPU a sleeping thread's request wakes it ahead of the others, a
- * polling one would wait its turn: 35 ms once in events_order), and lasts
- * FS_SPIN_NS after the last request only, and not after one handed to the
+ * runnable on it at each turn and lasts FS_SPIN_NS after the last request
+ * only (a yield that ran others past that ends it: on a busy CPU a sleeping
+ * thread's request wakes it ahead of the others, a polling one would wait
+ * its turn), and not after one handed to the
  * commit thread (which answers it later): an idle csifs sleeps in poll(2)
  * as before. A thread that leads a commit itself (fs_serve_defer) wakes
  * the loop's holder once it has answered: the requests the answers release
@@ -39,8 +39,7 @@
 
 /* FS_SPIN_NS, how long the thread stays awake after a request (more than a
  * reader's work between two requests: ls -lR about 90 us per directory
- * here; -DFS_SPIN_NS=0 sleeps at once), and FS_YIELD_BUSY_NS, a
- * sched_yield that took longer ran another task: base/knobs.h. */
+ * here; -DFS_SPIN_NS=0 sleeps at once): base/knobs.h. */
 
 /* Set by fs_serve_handed_off during a request: its answer comes from
  * another thread, later (the commit thread), so no poll after it. */
@@ -231,16 +230,15 @@ static bool hand_loop(struct fuse_session *se)
     return rc == 0;
 }
 
-/* Whether to poll again rather than sleep (now: the clock). */
-static bool keep_polling(int64_t *awake_until, int64_t now)
+/* Whether to poll again rather than sleep (now: the clock), yielding the
+ * CPU to whatever else wants it. A yield that ran another task past the
+ * window ends the polling at the next check: a request then wakes a
+ * sleeping thread, ahead of the tasks that took the CPU. */
+static bool keep_polling(int64_t awake_until, int64_t now)
 {
-    if (now >= *awake_until)
+    if (now >= awake_until)
         return false;
-    /* Another task wanted this CPU: sleep instead, so that a request wakes
-     * this thread ahead of them as before. */
     sched_yield();
-    if (csifs_mono_ns() - now > FS_YIELD_BUSY_NS)
-        *awake_until = 0;
     return true;
 }
 
@@ -256,7 +254,7 @@ static int serve_loop(struct fuse_session *se, bool holds)
         goto out;
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &buf);
-        if (res == -EAGAIN && keep_polling(&awake_until, csifs_mono_ns())) {
+        if (res == -EAGAIN && keep_polling(awake_until, csifs_mono_ns())) {
             continue;
         } else if (res == -EAGAIN) {
             if ((rc = sleep_until_ready(fd)) < 0)
