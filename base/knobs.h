@@ -6,7 +6,7 @@
 #ifndef CSIFS_KNOBS_H
 #define CSIFS_KNOBS_H
 
-/* registry/mutate.c: after a batch of n, the commit thread waits this long
+/* registry/mutate.c: after a batch of n, the next leader waits this long
  * for n queued mutations before it commits. Row: register_burst
  * (fsyncs/registration), with register_parallel. */
 #ifndef MUT_GATHER_US
