@@ -164,7 +164,7 @@ static enum pr_verdict finish(struct csi_prober *p, struct pinst *pi, enum reg_o
     struct reg_fingerprint fp = { g->name, g->vendor_version, g->node_id, g->max_volumes,
                                   g->topology, g->capabilities };
     struct reg_probe pr = { .gen = pi->gen, .outcome = outcome, .reason = reason,
-                            .latency_us = pi->latency_us };
+                            .latency_us = pi->latency_us, .done_ns = csifs_real_ns() };
     cnt_hist_observe(&cnt.probe[pi->type], pi->latency_us);
     pid_t pid = 0;
     if (outcome == REG_PROBE_OK && pi->fp) {

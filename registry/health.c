@@ -72,7 +72,7 @@ void health_hist_add(struct reg *reg, struct inst *i, const struct reg_probe *p,
     } else {
         i->nhist++;
     }
-    h->at_ms = model_now_ns() / 1000000;
+    h->at_ms = (p->done_ns ? p->done_ns : model_now_ns()) / 1000000;
     h->latency_us = p->latency_us < 0 ? 0 : p->latency_us > UINT32_MAX ? UINT32_MAX
                                                                        : (uint32_t)p->latency_us;
     h->outcome = (uint8_t)n->probe_outcome;

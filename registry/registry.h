@@ -161,6 +161,9 @@ struct reg_probe {
     enum reg_outcome outcome;
     const char *reason;             /* NOT_READY/ERROR: short and stable */
     int64_t latency_us;
+    /* When the round ended (csifs_real_ns; 0: now): its history line's
+     * time, not the later one of the commit that may record it. */
+    int64_t done_ns;
     const struct reg_fingerprint *fp; /* required with OK unless healthy */
     /* With fp: the pid listening on the socket (SO_PEERCRED at the
      * fingerprint), 0 unknown. Kept in memory only, shown as reg_node.pid;

@@ -401,7 +401,9 @@ Test(prober, rounds_poked_together_start_one_lane_apart)
     for (int i = 0; i < LANES_N; i++) {
         snprintf(rel, sizeof(rel), "csi-node/p/a%d/health", i);
         WAIT_CAT(rel, "healthy", 5000);
-        /* the round's start: when its result was recorded, less its calls */
+        /* the round's start: when it ended (its history line's time, not
+         * the commit's that recorded it: the first healthy one commits, and
+         * a slow commit records several rounds at once), less its calls */
         snprintf(rel, sizeof(rel), "csi-node/p/a%d/history", i);
         const char *h = tf_cat(&t, rel), *ok = h ? strstr(h, "ms ok") : NULL;
         cr_assert(ok, "%s: no ok round in %s", rel, h ? h : strerror(errno));
