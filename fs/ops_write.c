@@ -12,12 +12,13 @@
  * leads that commit: the registry's commit thread, or, when none was being
  * committed, this FUSE thread itself once it has handed the loop to the
  * loop's second thread (reg_lead_offer, fs_serve_defer: the commit thread's
- * wake-up saved, and a reader still never waits). The answer invalidates nothing that can block: the entry
- * invalidations of a change go to the notifier thread (inval.h), which
- * neither the FUSE thread nor the commit thread waits for (DESIGN 10). No
- * interrupt handler: an interrupted caller's change commits anyway and its
- * late answer is dropped by the kernel (libfuse ignores ENOENT). At exit,
- * fs_loop waits for every call to be answered (fs_calls_drain). */
+ * wake-up saved, and a reader still never waits). The answer invalidates
+ * nothing that can block: the entry invalidations of a change go to the
+ * notifier thread (inval.h), which neither a FUSE thread nor the commit
+ * thread waits for (DESIGN 10). No interrupt handler: an interrupted
+ * caller's change commits anyway and its late answer is dropped by the
+ * kernel (libfuse ignores ENOENT). At exit, fs_loop waits for every call to
+ * be answered (fs_calls_drain). */
 #include "fs/ops.h"
 #include "fs/serve.h"
 #include "fs/testopt.h"

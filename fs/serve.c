@@ -257,11 +257,13 @@ static int serve_loop(struct fuse_session *se, bool holds)
         if (res == -EAGAIN && keep_polling(awake_until, csifs_mono_ns())) {
             continue;
         } else if (res == -EAGAIN) {
-            if ((rc = sleep_until_ready(fd)) < 0)
+            int woken = sleep_until_ready(fd);
+            if (woken < 0) {
+                rc = woken;
                 break;
-            if (rc == 1)             /* woken: a request may follow (below) */
+            }
+            if (woken)               /* fs_serve_wake: a request may follow (below) */
                 awake_until = csifs_mono_ns() + FS_SPIN_NS;
-            rc = 0;
         } else if (res > 0) {
             handed_off = false;
             keep_init(&buf);
@@ -275,11 +277,10 @@ static int serve_loop(struct fuse_session *se, bool holds)
                 continue;
             void (*fn)(void *) = deferred.fn;
             deferred.fn = NULL;
-            if (!hand_loop(se)) {
-                fn(deferred.arg);
-                continue;
-            }
+            bool handed = hand_loop(se);
             fn(deferred.arg);
+            if (!handed)
+                continue;
             /* Its answers went out: the requests they release come to the
              * holder, woken now to poll for them rather than by the first
              * (which would wait for a halted vCPU to wake). */

@@ -498,10 +498,6 @@ int mut_submit(struct reg *reg, struct mut *m)
         pthread_cond_signal(&reg->commit_cv);
     if (queued)
         return REG_QUEUED;
-    if (lead_taken == reg) {         /* its lead is still due: it would wait on itself */
-        lead_taken = NULL;
-        lead_all(reg);
-    }
     while (!m->done)
         pthread_cond_wait(&m->cv, &reg->wlock);
     rc = m->rc;

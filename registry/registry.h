@@ -127,7 +127,8 @@ void reg_reply_set(reg_reply_fn fn, void *arg);
  * NULL; it clears), and the thread must then call reg_lead(reg) as soon as
  * it holds nothing a reader waits for (the FUSE thread: after handing its
  * loop to another thread, DESIGN 7): it commits and answers every batch
- * queued until the queue is empty, fn called on it then. */
+ * queued until the queue is empty, fn called on it then. Until it does, the
+ * thread makes no other registry mutation (it would wait for itself). */
 void reg_lead_offer(bool on);
 struct reg *reg_lead_due(void);
 void reg_lead(struct reg *reg);

@@ -94,16 +94,31 @@ static int put_rec(MDB_txn *txn, MDB_dbi dbi, const struct store_rec *r)
 #define STORE_ROOM_SLACK ((uint64_t)64 << 10)
 #define STORE_RESERVE_STEP ((off_t)32 << 10)
 
+/* LMDB's view of the environment, and the bytes of data.mdb its pages
+ * reach (through its last page): 0 or an LMDB error. */
+static int env_used(struct store *st, MDB_envinfo *info, unsigned *psize, uint64_t *used)
+{
+    MDB_stat ms;
+    int rc = mdb_env_info(st->env, info);
+    if (rc == 0)
+        rc = mdb_env_stat(st->env, &ms);
+    if (rc == 0) {
+        *psize = ms.ms_psize;
+        *used = ((uint64_t)info->me_last_pgno + 1) * ms.ms_psize;
+    }
+    return rc;
+}
+
 static void reserve_topup(struct store *st)
 {
     int fd;
     struct stat sb;
     MDB_envinfo info;
-    MDB_stat ms;
+    unsigned psize;
+    uint64_t used;
     /* data.mdb grows only past its last page: no fstat until then. */
-    if (mdb_env_info(st->env, &info) == 0 && mdb_env_stat(st->env, &ms) == 0 &&
-        (off_t)((info.me_last_pgno + 1) * ms.ms_psize) + STORE_RESERVE <=
-        __atomic_load_n(&st->reserved_to, __ATOMIC_RELAXED))
+    if (env_used(st, &info, &psize, &used) == 0 &&
+        (off_t)used + STORE_RESERVE <= __atomic_load_n(&st->reserved_to, __ATOMIC_RELAXED))
         return;
     if (mdb_env_get_fd(st->env, &fd) != 0 || fstat(fd, &sb) < 0)
         return;
@@ -144,16 +159,14 @@ static int store_room(void *ctx, uint64_t *bytes)
     struct store *st = ctx;
     struct statvfs vfs;
     MDB_envinfo info;
-    MDB_stat ms;
+    unsigned psize;
+    uint64_t used;
     if (statvfs(st->dir, &vfs) < 0)
         return -errno;
-    int rc = mdb_env_info(st->env, &info);
-    if (rc == 0)
-        rc = mdb_env_stat(st->env, &ms);
+    int rc = env_used(st, &info, &psize, &used);
     if (rc != 0)
         return store_errno(rc);
     uint64_t disk = (uint64_t)(geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) * vfs.f_frsize;
-    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
     uint64_t map = info.me_mapsize > used + (uint64_t)STORE_RESERVE
                    ? info.me_mapsize - used - (uint64_t)STORE_RESERVE : 0;
     /* Until the reserve is whole, what is free goes to it first. */
@@ -165,7 +178,7 @@ static int store_room(void *ctx, uint64_t *bytes)
         uint64_t missing = (uint64_t)(sb.st_size + STORE_RESERVE - to);
         disk = disk > missing ? disk - missing : 0;
     }
-    uint64_t room = disk + free_in_file(st, &info, ms.ms_psize);
+    uint64_t room = disk + free_in_file(st, &info, psize);
     room = room < map ? room : map;
     *bytes = room > STORE_ROOM_SLACK ? room - STORE_ROOM_SLACK : 0;
     return 0;
@@ -174,17 +187,17 @@ static int store_room(void *ctx, uint64_t *bytes)
 /* Metrics of a commit that went through (counters.h): count, time, size. */
 static void count_commit(struct store *st, int64_t t0_us)
 {
-    unsigned f = 0;
+    unsigned f = 0, psize;
     MDB_envinfo info;
-    MDB_stat ms;
+    uint64_t used;
     if (t0_us) {
         cnt_hist_observe(&cnt.store_commit, csifs_mono_us() - t0_us);
         cnt_add(&cnt.store_commits, 1);
         if (mdb_env_get_flags(st->env, &f) == 0 && !(f & MDB_NOSYNC))
             cnt_add(&cnt.store_syncs, 1);   /* one fdatasync; meta pages go O_DSYNC */
     }
-    if (mdb_env_info(st->env, &info) == 0 && mdb_env_stat(st->env, &ms) == 0) {
-        cnt_set(&cnt.store_used_bytes, (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize);
+    if (env_used(st, &info, &psize, &used) == 0) {
+        cnt_set(&cnt.store_used_bytes, used);
         cnt_set(&cnt.store_map_bytes, info.me_mapsize);
     }
 }
