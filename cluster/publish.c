@@ -5,6 +5,7 @@
 #include "base/counters.h"
 #include "base/defaults.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <grpc/grpc.h>
@@ -351,8 +352,8 @@ int cl_pub_start(struct cl_pub **out, const struct cl_opts *o, struct reg *reg,
     if (!err && (err = cl_ident_load(state, p->instance, &p->lease)) < 0)
         csifs_log(LOG_ERR, "cluster: %s/cluster.mdb: %s", state, strerror(-err));
     if (!err)
-        err = reg_subscribe(reg, on_change, p);
-    if (!err && (err = -pthread_create(&p->th, NULL, run, p)) == 0)
+        err = reg_subscribe_after(reg, on_change, p);
+    if (!err && (err = csifs_thread_start(&p->th, "csifs-publish", run, p)) == 0)
         p->started = true;
     if (err) {
         cl_pub_free(p);

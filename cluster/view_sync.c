@@ -5,6 +5,7 @@
 #include "base/counters.h"
 #include "base/defaults.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <grpc/grpc.h>
@@ -327,7 +328,7 @@ int cl_view_start(struct cl_view **out, const struct cl_opts *o, struct cl_pub *
         v->hosts = NULL;
     if (!err)
         err = etcd_client_new(&eo, &v->c);
-    if (!err && (err = -pthread_create(&v->th, NULL, run, v)) == 0)
+    if (!err && (err = csifs_thread_start(&v->th, "csifs-view", run, v)) == 0)
         v->started = true;
     if (err) {
         cl_view_free(v);

@@ -7,6 +7,7 @@
 #include "csi/prober.h"
 #include "fs/fs.h"
 #include "registry/registry.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -67,7 +68,7 @@ int csifs_upgrade_catch(const struct csifs_upgrade *u)
     up.u = *u;
     if (sem_init(&up.go, 0, 0) < 0)
         return -errno;
-    int rc = -pthread_create(&up.th, NULL, upgrader, NULL);
+    int rc = csifs_thread_start(&up.th, "csifs-upgrade", upgrader, NULL);
     if (rc < 0) {
         sem_destroy(&up.go);
         csifs_log(LOG_WARNING, "upgrade: no thread for SIGUSR2: %s (SIGUSR2 is not caught)",

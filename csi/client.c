@@ -21,6 +21,7 @@
  * never names freed memory.
  */
 #include "csi/client_int.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <grpc/grpc_posix.h>
@@ -83,7 +84,7 @@ static int watch_start(struct csi_client *c)
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
     int rc = c->ep < 0 || c->wake < 0 || epoll_ctl(c->ep, EPOLL_CTL_ADD, c->wake, &ev) < 0
                  ? errno
-                 : pthread_create(&c->watcher, NULL, watch_thread, c);
+                 : -csifs_thread_start(&c->watcher, "csifs-csiwatch", watch_thread, c);
     if (rc) {
         if (c->ep >= 0)
             close(c->ep);
@@ -134,7 +135,7 @@ int csi_client_new(struct csi_client **out)
         rc = ENOMEM;
         goto fail_grpc;
     }
-    rc = pthread_create(&c->thread, NULL, cl_queue_thread, c);
+    rc = -csifs_thread_start(&c->thread, "csifs-csicalls", cl_queue_thread, c);
     if (rc)
         goto fail_grpc;
     *out = c;

@@ -2,6 +2,7 @@
  * registry subscription, and bringing each instance in line with the
  * registry (see prober.h and prober_int.h for the layers below). */
 #include "csi/prober_int.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -325,11 +326,11 @@ int csi_prober_start(struct csi_prober **out, struct reg *reg, const struct csi_
         rc = -errno;
     if (rc == 0)
         rc = pr_watch_init(p);
-    if (rc == 0 && (rc = -pthread_create(&p->thread, NULL, scheduler, p)) == 0)
+    if (rc == 0 && (rc = csifs_thread_start(&p->thread, "csifs-prober", scheduler, p)) == 0)
         p->joinable = true;
     /* last: once subscribed, p must outlive the registry's mutations */
     if (rc == 0)
-        rc = reg_subscribe(reg, on_change, p);
+        rc = reg_subscribe_after(reg, on_change, p);
     if (rc < 0) {
         csi_prober_stop(p);
         csi_prober_free(p);

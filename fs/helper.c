@@ -20,6 +20,7 @@
 
 #include "base/defaults.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -98,7 +99,7 @@ static void adopt_old(void)
     const char *v = getenv(HELPER_ENV);
     long old = v ? strtol(v, NULL, 10) : 0;
     pthread_t th;
-    if (old > 0 && pthread_create(&th, NULL, reap_old, (void *)(intptr_t)old) == 0)
+    if (old > 0 && csifs_thread_start(&th, "csifs-reap", reap_old, (void *)(intptr_t)old) == 0)
         pthread_detach(th);
 }
 

@@ -1,6 +1,7 @@
 /* Invalidation of the kernel's caches, the notifier thread, poll on health. */
 #include "fs/inval.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -137,11 +138,11 @@ int fs_inval_start(struct fs *fs)
     pthread_cond_init(&v->cv, NULL);
     v->tail = &v->head;
     fs->inval = v;
-    int rc = pthread_create(&v->th, NULL, notifier, fs);
+    int rc = csifs_thread_start(&v->th, "csifs-inval", notifier, fs);
     if (rc) {
         fs->inval = NULL;
         free(v);
-        return -rc;
+        return rc;
     }
     return 0;
 }

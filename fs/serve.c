@@ -16,12 +16,13 @@
  * thread's request wakes it ahead of the others, a polling one would wait
  * its turn), and not after one handed to the
  * commit thread (which answers it later): an idle csifs sleeps in poll(2)
- * as before. A thread that leads a commit itself (fs_serve_defer) wakes
- * the loop's holder once it has answered: the requests the answers release
- * then find it polling. */
+ * as before. An answer sent from another thread (a commit's) first wakes
+ * the loop's holder if it sleeps (fs_serve_kick): the request the answer
+ * releases then finds it polling. */
 #include "fs/serve.h"
 #include "base/defaults.h"
 #include "base/knobs.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -133,6 +134,15 @@ void fs_serve_wake(void)
     errno = e;
 }
 
+/* Whether a loop thread sleeps in sleep_until_ready (fs_serve_kick). */
+static int asleep;
+
+void fs_serve_kick(void)
+{
+    if (__atomic_load_n(&asleep, __ATOMIC_ACQUIRE))
+        fs_serve_wake();
+}
+
 /* Sleep until /dev/fuse has a request or fs_serve_wake was called: 1 when
  * woken by the latter. */
 static int sleep_until_ready(int fd)
@@ -140,7 +150,10 @@ static int sleep_until_ready(int fd)
     struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
                            { .fd = __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE),
                              .events = POLLIN } };
-    if (poll(p, 2, -1) < 0)
+    __atomic_store_n(&asleep, 1, __ATOMIC_RELEASE);
+    int got = poll(p, 2, -1);
+    __atomic_store_n(&asleep, 0, __ATOMIC_RELEASE);
+    if (got < 0)
         return errno == EINTR ? 0 : -errno;
     uint64_t n;
     if (!(p[1].revents & POLLIN))
@@ -221,7 +234,7 @@ static void *standby_main(void *arg)
 static bool hand_loop(struct fuse_session *se)
 {
     pthread_mutex_lock(&lp.mu);
-    int rc = lp.standby ? 0 : -pthread_create(&lp.th, NULL, standby_main, se);
+    int rc = lp.standby ? 0 : csifs_thread_start(&lp.th, "csifs-fuse", standby_main, se);
     if (rc == 0)
         lp.standby = lp.free = true;
     pthread_mutex_unlock(&lp.mu);
@@ -281,10 +294,8 @@ static int serve_loop(struct fuse_session *se, bool holds)
             fn(deferred.arg);
             if (!handed)
                 continue;
-            /* Its answers went out: the requests they release come to the
-             * holder, woken now to poll for them rather than by the first
-             * (which would wait for a halted vCPU to wake). */
-            fs_serve_wake();
+            /* Its answers went out (each kicked the holder: fs_serve_kick
+             * in the reply): the requests they release come to it. */
             if (!take_loop())
                 goto out;
             awake_until = 0;         /* the other thread defers now */

@@ -4,6 +4,7 @@
  * kubelet's verdicts. */
 #include "kubelet/internal.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -150,13 +151,13 @@ int kubelet_start(struct kubelet **out, const struct kubelet_opts *o, char *err,
     grpc_init();
     k->cq = grpc_completion_queue_create_for_next(NULL);
     if (rc == 0)
-        k->have_cq = (rc = pthread_create(&k->cq_thread, NULL, ks_cq_main, k)) == 0;
+        k->have_cq = (rc = -csifs_thread_start(&k->cq_thread, "csifs-kubecq", ks_cq_main, k)) == 0;
     if (rc == 0)
-        k->have_worker = (rc = pthread_create(&k->worker, NULL, kub_worker, k)) == 0;
+        k->have_worker = (rc = -csifs_thread_start(&k->worker, "csifs-kubelet", kub_worker, k)) == 0;
     /* The last step that may fail: the registry has no unsubscribe, so a
      * subscribed k is never freed before the registry stops changing. */
     if (rc == 0)
-        rc = -reg_subscribe(k->reg, on_change, k);
+        rc = -reg_subscribe_after(k->reg, on_change, k);
     if (rc) {
         snprintf(err, errlen, "kubelet: cannot start: %s", strerror(rc));
         kubelet_stop(k);

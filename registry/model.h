@@ -157,9 +157,10 @@ struct reg {
     uint64_t seq_reserved;       /* plugin/instance seqs below this are persisted as used */
     struct ev_ring *ring;
     uint64_t ev_reserved;        /* events below this seq are persisted as used */
-    struct {
+    struct reg_sub {
         reg_sub_fn fn;
         void *arg;
+        bool after;                  /* reg_subscribe_after: once the caller was answered */
     } subs[8];
     int nsubs;
     /* health kept across a takeover (reg_keep; keep.c): under wlock and lock */

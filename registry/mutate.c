@@ -5,6 +5,7 @@
 #include "base/counters.h"
 #include "base/defaults.h"
 #include "base/knobs.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -48,10 +49,7 @@ static int test_hooks(void)
 /* ---- the leader ---- */
 
 struct subs {
-    struct {
-        reg_sub_fn fn;
-        void *arg;
-    } s[8];
+    struct reg_sub s[8];
     int n;
 };
 
@@ -72,13 +70,16 @@ static void show_current(struct reg *reg, const struct reg_change *c)
     pthread_rwlock_unlock(&reg->lock);
 }
 
-static void notify(struct reg *reg, const struct subs *subs, const struct mut *m)
+/* m's changes to the subscribers of one side of the answer (after: the
+ * reg_subscribe_after ones; else the others, and the new current shown). */
+static void notify(struct reg *reg, const struct subs *subs, const struct mut *m, bool after)
 {
     for (int c = 0; c < m->nch; c++) {
-        if (m->ch[c].kind == REG_C_CURRENT)
+        if (!after && m->ch[c].kind == REG_C_CURRENT)
             show_current(reg, &m->ch[c]);
         for (int s = 0; s < subs->n; s++)
-            subs->s[s].fn(&m->ch[c], subs->s[s].arg);
+            if (subs->s[s].after == after)
+                subs->s[s].fn(&m->ch[c], subs->s[s].arg);
     }
 }
 
@@ -157,9 +158,20 @@ static void finish(struct reg *reg, struct mut *m, int rc)
     mut_free(m);
 }
 
+/* A queued caller's fin and reply (no lock held), once. */
+static void reply_queued(struct reg *reg, struct mut *m, int rc)
+{
+    if (!m->reply || m->replied)
+        return;
+    if (m->k->fin)
+        m->k->fin(reg, m, rc);
+    m->reply(m->reply_arg, rc);
+    m->replied = true;
+}
+
 /* Answer every mutation of list with rc (wlock held on entry and return):
- * wake the waiting callers; then, with wlock released, run the queued
- * ones' fin and reply, in order, and free them. */
+ * wake the waiting callers; then, with wlock released, answer the queued
+ * ones not answered yet (reply_queued), in order, and free them. */
 static void answer(struct reg *reg, struct mut *list, int rc)
 {
     struct mut *queued = NULL, **tail = &queued;
@@ -180,9 +192,7 @@ static void answer(struct reg *reg, struct mut *list, int rc)
     pthread_mutex_unlock(&reg->wlock);
     for (struct mut *m = queued, *next; m; m = next) {
         next = m->next;
-        if (m->k->fin)
-            m->k->fin(reg, m, rc);
-        m->reply(m->reply_arg, rc);
+        reply_queued(reg, m, rc);
         mut_free(m);
     }
     pthread_mutex_lock(&reg->wlock);
@@ -316,9 +326,15 @@ static void lead(struct reg *reg)
         pthread_mutex_unlock(&reg->wlock);
         for (struct mut *m = batch; m; m = m->next) {
             count_mutation(m->ch, m->nch, true);
-            notify(reg, &subs, m);
+            notify(reg, &subs, m, false);
         }
         mut_publish(reg, ev0, ev1);
+        /* The FUSE callers first: the log and the prober's wake-up can come
+         * after (reg_subscribe_after). */
+        for (struct mut *m = batch; m; m = m->next)
+            reply_queued(reg, m, 0);
+        for (struct mut *m = batch; m; m = m->next)
+            notify(reg, &subs, m, true);
         pthread_mutex_lock(&reg->wlock);
     }
     answer(reg, batch, rc);
@@ -442,7 +458,7 @@ int mut_submit(struct reg *reg, struct mut *m)
     size_t links = reg->pend_links + (m->add ? 1 : 0);
     int rc = 0;
     if (!reg->commit_started && !reg->commit_stop &&
-        (rc = -pthread_create(&reg->commit_th, NULL, committer, reg)) == 0)
+        (rc = csifs_thread_start(&reg->commit_th, "csifs-commit", committer, reg)) == 0)
         reg->commit_started = true;
     if (!reg->commit_started && rc == 0)
         rc = -ESHUTDOWN;             /* after mut_stop: a bug of the caller */
@@ -518,7 +534,8 @@ void mut_apply_now(struct reg *reg, struct mut *m)
     pthread_rwlock_unlock(&reg->lock);
     pthread_mutex_unlock(&reg->wlock);
     count_mutation(m->ch, m->nch, false);
-    notify(reg, &subs, m);
+    notify(reg, &subs, m, false);
+    notify(reg, &subs, m, true);
     mut_publish(reg, ev0, ev1);
 }
 

@@ -16,10 +16,11 @@
  *      readable).
  *   3. With no registry lock held it calls the subscribers for each change,
  *      in commit order, publishes the batch's events (mut_publish), then
- *      answers every mutation of the batch: a waiting caller is woken; a
- *      queued one (reg_reply_set) has its kind's fin and its reply called
- *      on the leader's thread, still with no registry lock held. The
- *      leader leads again while anything is queued, then lets go.
+ *      answers every mutation of the batch: a queued one (reg_reply_set)
+ *      has its kind's fin and its reply called on the leader's thread,
+ *      still with no registry lock held, before the reg_subscribe_after
+ *      subscribers run; a waiting caller is woken after them. The leader
+ *      leads again while anything is queued, then lets go.
  * A failed commit fails its batch and every mutation queued behind it (they
  * were validated against it): their marks are undone, nothing is applied.
  * A mutation that needs no commit (a probe result changing only health,
@@ -81,6 +82,7 @@ struct mut {
     bool done, heap;                 /* heap: made by mut_new, freed by the path */
     pthread_cond_t cv;               /* a waiting caller's (no reply) */
     reg_reply_fn reply;              /* a queued caller's (reg_reply_set) */
+    bool replied;                    /* reply called (reply_queued): only freed now */
     void *reply_arg;
     struct mut *next;
 };

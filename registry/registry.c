@@ -4,6 +4,7 @@
 
 #include "base/counters.h"
 #include "base/defaults.h"
+#include "base/thread.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -248,18 +249,29 @@ void reg_close(struct reg *reg)
     free(reg);
 }
 
-int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg)
+static int subscribe(struct reg *reg, reg_sub_fn fn, void *arg, bool after)
 {
     pthread_mutex_lock(&reg->wlock);
     int rc = -ENOSPC;
     if (reg->nsubs < (int)(sizeof(reg->subs) / sizeof(reg->subs[0]))) {
         reg->subs[reg->nsubs].fn = fn;
         reg->subs[reg->nsubs].arg = arg;
+        reg->subs[reg->nsubs].after = after;
         reg->nsubs++;
         rc = 0;
     }
     pthread_mutex_unlock(&reg->wlock);
     return rc;
+}
+
+int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg)
+{
+    return subscribe(reg, fn, arg, false);
+}
+
+int reg_subscribe_after(struct reg *reg, reg_sub_fn fn, void *arg)
+{
+    return subscribe(reg, fn, arg, true);
 }
 
 /* The events thread: the fan-out to blocked readers, off the writers' path. */
@@ -291,7 +303,7 @@ int reg_on_events(struct reg *reg, void (*fn)(void *arg), void *arg)
     if (reg->nev_subs < (int)(sizeof(reg->ev_subs) / sizeof(reg->ev_subs[0]))) {
         rc = 0;
         if (!reg->ev_started) {
-            rc = -pthread_create(&reg->ev_th, NULL, ev_thread, reg);
+            rc = csifs_thread_start(&reg->ev_th, "csifs-events", ev_thread, reg);
             reg->ev_started = rc == 0;
         }
         if (rc == 0) {

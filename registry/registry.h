@@ -13,7 +13,8 @@
  * queued) -> commit (the store, if any; concurrent mutations share one
  * commit) -> apply in memory -> append events -> notify subscribers ->
  * publish the events (readable from the ring only now) -> the caller's
- * return. A refused or failed mutation changes nothing. All
+ * return (a FUSE caller's answer comes before the reg_subscribe_after
+ * subscribers run). A refused or failed mutation changes nothing. All
  * functions return 0 or a negative errno (DESIGN section 5). All are
  * thread-safe.
  *
@@ -285,12 +286,17 @@ struct reg_change {
     char reason[200];
 };
 typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
-/* At most 8 subscribers; called in commit order, after the change is
- * visible to readers, before its events are readable from the ring and
- * before the mutating call returns, with no registry
- * lock held (calls for changes of different commits never overlap; a probe
- * result that is not committed may be notified alongside a commit's). */
+/* At most 8 subscribers in all; called in commit order, after the change
+ * is visible to readers, with no registry lock held (calls for changes of
+ * different commits never overlap; a probe result that is not committed
+ * may be notified alongside a commit's). reg_subscribe's run before the
+ * change's events are readable from the ring and before the mutating call
+ * returns (what the caller reads next must be right: the kernel's caches);
+ * reg_subscribe_after's once a FUSE caller (reg_reply_set) was answered,
+ * before a waiting one returns and before the next batch's subscribers
+ * (what may come a little later: the log, the prober's wake-up). */
 int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
+int reg_subscribe_after(struct reg *reg, reg_sub_fn fn, void *arg);
 /* At most 4: fn(arg) runs on the registry's events thread, soon after events
  * were published while some reader watched the ring (ev_watch; several
  * publishes may give one call). For waking readers of the events ring

@@ -354,3 +354,28 @@ Test(daemon, store_full, .fini = unmount_state)
     cr_assert_eq(mkdir(P(name), 0755), 0);
     cr_assert_eq(tf_sh(&t, "test \"$(ls csi-node/p | wc -l)\" = %d", ok + 2), 0);
 }
+
+/* Every thread says what it is (top -H, ps -L): csifs and csifs-<what>,
+ * the FUSE loop's second thread among them once a mkdir committed. */
+Test(daemon, threads_are_named)
+{
+    struct tf_opts o = { .tag = "names" };
+    cr_assert_eq(tf_spawn(&t, &o), 0);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/a && ln -s /run/nothing.sock csi-node/p/a/socket"),
+                 0);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "cat /proc/%d/task/*/comm | sort | uniq -c | "
+                               "tee /dev/stderr | grep -v -E ' csifs(-[a-z]+)?$' | grep -c . ; true",
+             (int)t.pid);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    int unnamed = -1;
+    cr_assert_eq(fscanf(f, "%d", &unnamed), 1);
+    pclose(f);
+    cr_assert_eq(unnamed, 0, "threads without a csifs name (above)");
+    snprintf(cmd, sizeof(cmd), "grep -qx csifs-fuse /proc/%d/task/*/comm && "
+                               "grep -qx csifs-prober /proc/%d/task/*/comm && "
+                               "test \"$(grep -lx csifs /proc/%d/task/*/comm | wc -l)\" = 1",
+             (int)t.pid, (int)t.pid, (int)t.pid);
+    cr_assert_eq(system(cmd), 0, "the loop's second thread, the prober, one main thread");
+}

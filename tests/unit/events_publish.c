@@ -357,3 +357,72 @@ Test(events_publish, current_moves_after_the_subscribers_of_the_health_before_it
     cr_assert_str_eq(cur_at[1], want[2]);
     reg_close(reg);
 }
+
+/* ---- the answer comes between the two kinds of subscribers ---- */
+
+static char order[64];               /* b: a reg_subscribe one, r: the reply, a: an after one */
+static size_t norder;
+static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void mark(char what)
+{
+    pthread_mutex_lock(&order_mu);
+    if (norder + 1 < sizeof(order))
+        order[norder++] = what;
+    pthread_mutex_unlock(&order_mu);
+}
+
+static void sub_before(const struct reg_change *c, void *arg)
+{
+    (void)arg;
+    if (c->kind == REG_C_INST_ADD)
+        mark('b');
+}
+
+static void sub_after(const struct reg_change *c, void *arg)
+{
+    (void)arg;
+    if (c->kind == REG_C_INST_ADD)
+        mark('a');
+}
+
+static int reply_rc = 1;
+static uint64_t reply_pub;           /* ev_published() when the reply came */
+
+static void on_reply(void *arg, int rc)
+{
+    (void)arg;
+    reply_rc = rc;
+    reply_pub = ev_published(reg_events(reg));
+    mark('r');
+}
+
+Test(events_publish, a_queued_caller_is_answered_after_the_subscribers_before_it)
+{
+    struct reg_opts o = { .events_ring = 64, .health_timeout_ms = 1000 };
+    cr_assert_eq(reg_open(&reg, &o), 0);
+    cr_assert_eq(reg_plugin_create(reg, REG_NODE, "p"), 0);
+    cr_assert_eq(reg_subscribe_after(reg, sub_after, NULL), 0);
+    cr_assert_eq(reg_subscribe(reg, sub_before, NULL), 0);
+    uint64_t want = ev_next_seq(reg_events(reg)) + 1;
+    /* queued (the FUSE thread's way): answered on the commit thread */
+    reg_reply_set(on_reply, NULL);
+    int rc = reg_instance_register(reg, REG_NODE, "p", "a");
+    reg_reply_set(NULL, NULL);
+    cr_assert_eq(rc, REG_QUEUED);
+    reg_quiesce(reg);
+    cr_assert_eq(reply_rc, 0);
+    cr_assert_eq(reply_pub, want, "the reply came before the event was readable");
+    pthread_mutex_lock(&order_mu);
+    order[norder] = '\0';
+    cr_assert_str_eq(order, "bra", "subscribers, reply, after-subscribers: %s", order);
+    norder = 0;
+    pthread_mutex_unlock(&order_mu);
+    /* a waiting caller returns once both kinds ran */
+    cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", "b"), 0);
+    pthread_mutex_lock(&order_mu);
+    order[norder] = '\0';
+    cr_assert_str_eq(order, "ba", "%s", order);
+    pthread_mutex_unlock(&order_mu);
+    reg_close(reg);
+}
