@@ -113,12 +113,16 @@ struct mut;
 typedef void (*reg_ev_fn)(void *arg);
 
 struct reg {
-    /* Lock order: wlock, then lock, then ev_mu or the ring's mutex (both
-     * innermost). wlock: validation, the commit queue, the w_* fields, and
+    /* Lock order: notify_mu, then wlock, then lock, then ev_mu or the
+     * ring's mutex (both innermost). notify_mu: a leader's turn to call the
+     * subscribers and the replies of its batch (mutate.c lead), so that
+     * batches notify in commit order though a leader lets go before its
+     * reg_subscribe_after subscribers run. wlock: validation, the commit queue, the w_* fields, and
      * apply (with lock); never held across a commit, fsync or subscriber,
      * nor while a leader calls a mutation's reply (reg_reply_set:
      * the FUSE replies, fuse_reply_*), which run with no registry lock: a
      * reply may take the fs/ locks that FUSE threads take under lock. */
+    pthread_mutex_t notify_mu;
     pthread_mutex_t wlock;
     pthread_rwlock_t lock;
     struct reg_opts opts;
@@ -132,6 +136,8 @@ struct reg {
     bool commit_started, commit_stop;
     bool leading;                /* a thread leads (the commit thread or reg_lead's):
                                   * what is queued is its (reg_quiesce waits) */
+    int notifying;               /* leaders that let go, their batch's last
+                                  * subscribers still running (reg_quiesce waits) */
     pthread_cond_t idle_cv;      /* reg_quiesce waits: no batch queued or led */
     pthread_t commit_th;
     size_t pend_links;           /* queued objects to link: index room kept */

@@ -246,8 +246,13 @@ static void count_mutation(const struct reg_change *ch, int nch, bool commit)
     cnt_add(&cnt.mutations[op], 1);
 }
 
-/* Commit and apply every queued mutation: wlock held on entry and return. */
-static void lead(struct reg *reg)
+static void let_go(struct reg *reg);
+
+/* Commit and apply every queued mutation: wlock held on entry and return.
+ * True when it let go of the lead (nothing was queued once its callers
+ * were answered): its reg_subscribe_after subscribers then ran while the
+ * next caller could lead. */
+static bool lead(struct reg *reg)
 {
     gather(reg);
     struct mut *batch = reg->qhead;
@@ -322,22 +327,36 @@ static void lead(struct reg *reg)
     }
     reg->inflight = NULL;
     answer(reg, behind, rc);
+    bool gone = false;
     if (rc == 0) {
         pthread_mutex_unlock(&reg->wlock);
+        pthread_mutex_lock(&reg->notify_mu);    /* after the batch before's last subscriber */
         for (struct mut *m = batch; m; m = m->next) {
             count_mutation(m->ch, m->nch, true);
             notify(reg, &subs, m, false);
         }
         mut_publish(reg, ev0, ev1);
         /* The FUSE callers first: the log and the prober's wake-up can come
-         * after (reg_subscribe_after). */
+         * after (reg_subscribe_after), and with nothing queued the caller's
+         * next mutation need not wait for them to be led. */
         for (struct mut *m = batch; m; m = m->next)
             reply_queued(reg, m, 0);
+        pthread_mutex_lock(&reg->wlock);
+        if (!reg->qhead) {
+            gone = true;
+            reg->notifying++;
+            let_go(reg);
+        }
+        pthread_mutex_unlock(&reg->wlock);
         for (struct mut *m = batch; m; m = m->next)
             notify(reg, &subs, m, true);
+        pthread_mutex_unlock(&reg->notify_mu);
         pthread_mutex_lock(&reg->wlock);
+        if (gone && --reg->notifying == 0)
+            pthread_cond_broadcast(&reg->idle_cv);
     }
     answer(reg, batch, rc);
+    return gone;
 }
 
 /* Lead every queued batch, then let go (wlock held on entry and return):
@@ -347,7 +366,14 @@ static void lead_all(struct reg *reg)
 {
     reg->leading = true;
     while (reg->qhead)
-        lead(reg);
+        if (lead(reg))
+            return;
+    let_go(reg);
+}
+
+/* wlock held: nobody leads now. */
+static void let_go(struct reg *reg)
+{
     reg->leading = false;
     pthread_cond_broadcast(&reg->idle_cv);
     if (reg->commit_stop)
@@ -385,7 +411,7 @@ void mut_stop(struct reg *reg)
 void reg_quiesce(struct reg *reg)
 {
     pthread_mutex_lock(&reg->wlock);
-    while (reg->qhead || reg->leading)
+    while (reg->qhead || reg->leading || reg->notifying)
         pthread_cond_wait(&reg->idle_cv, &reg->wlock);
     pthread_mutex_unlock(&reg->wlock);
 }

@@ -20,7 +20,10 @@
  *      has its kind's fin and its reply called on the leader's thread,
  *      still with no registry lock held, before the reg_subscribe_after
  *      subscribers run; a waiting caller is woken after them. The leader
- *      leads again while anything is queued, then lets go.
+ *      leads again while anything is queued; with nothing queued once its
+ *      callers were answered it lets go before those last subscribers, so
+ *      that a caller's next mutation is led at once (reg->notify_mu keeps
+ *      the batches' subscribers in commit order).
  * A failed commit fails its batch and every mutation queued behind it (they
  * were validated against it): their marks are undone, nothing is applied.
  * A mutation that needs no commit (a probe result changing only health,

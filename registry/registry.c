@@ -186,6 +186,7 @@ int reg_open(struct reg **out, const struct reg_opts *opts)
         reg->opts.health_timeout_ms = CSIFS_HEALTH_TIMEOUT_MS;
     reg->next_seq = 1;
     reg->qtail = &reg->qhead;
+    pthread_mutex_init(&reg->notify_mu, NULL);
     pthread_mutex_init(&reg->wlock, NULL);
     pthread_rwlock_init(&reg->lock, NULL);
     pthread_condattr_t ca;
@@ -246,6 +247,7 @@ void reg_close(struct reg *reg)
     ev_ring_free(reg->ring);
     pthread_rwlock_destroy(&reg->lock);
     pthread_mutex_destroy(&reg->wlock);
+    pthread_mutex_destroy(&reg->notify_mu);
     free(reg);
 }
 

@@ -19,6 +19,9 @@
  * thread-safe.
  *
  * Locks, in the only order they may be taken (model.h declares them):
+ *   0. reg->notify_mu (mutex) a leader's turn to call the subscribers and
+ *                           replies of its batch (subscribers run in
+ *                           commit order); taken with no other held;
  *   1. reg->wlock  (mutex)  validation and the commit queue; never held
  *                           across a commit, an fsync or a subscriber;
  *   2. reg->lock   (rwlock) guards the model; held only in memory;
