@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "registry/registry.h"
 #include "tests/lib/testutil.h"
@@ -423,6 +424,91 @@ Test(events_publish, a_queued_caller_is_answered_after_the_subscribers_before_it
     pthread_mutex_lock(&order_mu);
     order[norder] = '\0';
     cr_assert_str_eq(order, "ba", "%s", order);
+    pthread_mutex_unlock(&order_mu);
+    reg_close(reg);
+}
+
+/* ---- a leader lets go before its last subscribers ---- */
+
+static char seq_log[64];             /* A/a: a's subscriber before/after the answer, B/b: b's */
+static size_t nseq;
+static bool b_applied_meanwhile;
+static pthread_t b_thread;
+
+static void log_seq(char what)
+{
+    pthread_mutex_lock(&order_mu);
+    if (nseq + 1 < sizeof(seq_log))
+        seq_log[nseq++] = what;
+    pthread_mutex_unlock(&order_mu);
+}
+
+static void no_reply(void *arg, int rc)
+{
+    (void)arg;
+    (void)rc;
+}
+
+/* b, registered as the FUSE thread does: queued, leading its own commit. */
+static void *register_b(void *arg)
+{
+    (void)arg;
+    reg_reply_set(no_reply, NULL);
+    reg_lead_offer(true);
+    int rc = reg_instance_register(reg, REG_NODE, "p", "b");
+    reg_lead_offer(false);
+    reg_reply_set(NULL, NULL);
+    struct reg *due = reg_lead_due();
+    if (rc == REG_QUEUED && due)
+        reg_lead(due);
+    return NULL;
+}
+
+static bool b_exists(void *arg)
+{
+    (void)arg;
+    struct reg_node pn, in;
+    return reg_plugin_lookup(reg, REG_NODE, "p", &pn) == 0 &&
+           reg_instance_lookup(reg, pn.seq, "b", &in) == 0;
+}
+
+static void seq_before(const struct reg_change *c, void *arg)
+{
+    (void)arg;
+    if (c->kind == REG_C_INST_ADD)
+        log_seq(c->alloc_name[0] == 'a' ? 'A' : 'B');
+}
+
+/* a's: registers b meanwhile, and sees it committed and applied before
+ * this subscriber returns; b's subscribers wait for it. */
+static void seq_after(const struct reg_change *c, void *arg)
+{
+    (void)arg;
+    if (c->kind != REG_C_INST_ADD)
+        return;
+    log_seq(c->alloc_name[0]);
+    if (c->alloc_name[0] != 'a')
+        return;
+    cr_assert_eq(pthread_create(&b_thread, NULL, register_b, NULL), 0);
+    b_applied_meanwhile = tu_wait_for(b_exists, NULL, 3000);
+    usleep(50 * 1000);               /* b's subscribers, if they did not wait, ran by now */
+    log_seq('.');
+}
+
+Test(events_publish, the_next_mutation_is_led_while_the_last_subscribers_run)
+{
+    struct reg_opts o = { .events_ring = 64, .health_timeout_ms = 1000 };
+    cr_assert_eq(reg_open(&reg, &o), 0);
+    cr_assert_eq(reg_plugin_create(reg, REG_NODE, "p"), 0);
+    cr_assert_eq(reg_subscribe(reg, seq_before, NULL), 0);
+    cr_assert_eq(reg_subscribe_after(reg, seq_after, NULL), 0);
+    cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", "a"), 0);
+    pthread_join(b_thread, NULL);
+    reg_quiesce(reg);
+    cr_assert(b_applied_meanwhile, "b waited for a's last subscribers to be led");
+    pthread_mutex_lock(&order_mu);
+    seq_log[nseq] = '\0';
+    cr_assert_str_eq(seq_log, "Aa.Bb", "the subscribers out of commit order: %s", seq_log);
     pthread_mutex_unlock(&order_mu);
     reg_close(reg);
 }
