@@ -266,5 +266,5 @@ static void on_change(const struct reg_change *c, void *arg)
 
 int fs_oplog_subscribe(struct reg *reg)
 {
-    return reg_subscribe_after(reg, on_change, reg);
+    return reg_subscribe(reg, on_change, reg);
 }

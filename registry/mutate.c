@@ -336,7 +336,7 @@ static bool lead(struct reg *reg)
             notify(reg, &subs, m, false);
         }
         mut_publish(reg, ev0, ev1);
-        /* The FUSE callers first: the log and the prober's wake-up can come
+        /* The FUSE callers first: the prober's wake-up and the like can come
          * after (reg_subscribe_after), and with nothing queued the caller's
          * next mutation need not wait for them to be led. */
         for (struct mut *m = batch; m; m = m->next)

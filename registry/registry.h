@@ -296,8 +296,11 @@ typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
  * change's events are readable from the ring and before the mutating call
  * returns (what the caller reads next must be right: the kernel's caches);
  * reg_subscribe_after's once a FUSE caller (reg_reply_set) was answered,
- * before a waiting one returns and before the next batch's subscribers
- * (what may come a little later: the log, the prober's wake-up). */
+ * before a waiting one returns and before the next batch's subscribers,
+ * but maybe after the next batch was applied: for what only marks work
+ * for later (the prober's, the cluster publisher's, the kubelet's). The
+ * log's lines, which read the state the change made and the caller's
+ * command name, are written before the answer. */
 int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
 int reg_subscribe_after(struct reg *reg, reg_sub_fn fn, void *arg);
 /* At most 4: fn(arg) runs on the registry's events thread, soon after events
