@@ -398,13 +398,19 @@ static void on_reply(void *arg, int rc)
     mark('r');
 }
 
-Test(events_publish, a_queued_caller_is_answered_after_the_subscribers_before_it)
+/* A registry with plugin p, and a subscriber of each kind. */
+static void open_with(reg_sub_fn before, reg_sub_fn after)
 {
     struct reg_opts o = { .events_ring = 64, .health_timeout_ms = 1000 };
     cr_assert_eq(reg_open(&reg, &o), 0);
     cr_assert_eq(reg_plugin_create(reg, REG_NODE, "p"), 0);
-    cr_assert_eq(reg_subscribe_after(reg, sub_after, NULL), 0);
-    cr_assert_eq(reg_subscribe(reg, sub_before, NULL), 0);
+    cr_assert_eq(reg_subscribe_after(reg, after, NULL), 0);
+    cr_assert_eq(reg_subscribe(reg, before, NULL), 0);
+}
+
+Test(events_publish, a_queued_caller_is_answered_after_the_subscribers_before_it)
+{
+    open_with(sub_before, sub_after);
     uint64_t want = ev_next_seq(reg_events(reg)) + 1;
     /* queued (the FUSE thread's way): answered on the commit thread */
     reg_reply_set(on_reply, NULL);
@@ -497,11 +503,7 @@ static void seq_after(const struct reg_change *c, void *arg)
 
 Test(events_publish, the_next_mutation_is_led_while_the_last_subscribers_run)
 {
-    struct reg_opts o = { .events_ring = 64, .health_timeout_ms = 1000 };
-    cr_assert_eq(reg_open(&reg, &o), 0);
-    cr_assert_eq(reg_plugin_create(reg, REG_NODE, "p"), 0);
-    cr_assert_eq(reg_subscribe(reg, seq_before, NULL), 0);
-    cr_assert_eq(reg_subscribe_after(reg, seq_after, NULL), 0);
+    open_with(seq_before, seq_after);
     cr_assert_eq(reg_instance_register(reg, REG_NODE, "p", "a"), 0);
     pthread_join(b_thread, NULL);
     reg_quiesce(reg);
