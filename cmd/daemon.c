@@ -447,7 +447,11 @@ static int serve(struct run *r)
     fs_cluster_attach(r->fs, NULL);
     cl_pub_stop(pub, true);          /* SIGTERM: the lease is revoked, the keys go */
     csi_prober_stop(pr);
-    fs_kubelet_source(NULL, NULL);   /* no registry change comes any more */
+    /* No mutation comes any more; the last one's reg_subscribe_after
+     * subscribers (the kubelet's among them) may still run after its
+     * FUSE answer: wait for them before freeing any subscriber. */
+    reg_quiesce(reg);
+    fs_kubelet_source(NULL, NULL);
     kubelet_stop(kub);
     fs_destroy(r->fs);
     reg_close(reg);

@@ -8,7 +8,8 @@
  * handler notes what its answer needs in a call (struct call) and hands it
  * to the registry with the mutation (reg_reply_set). A refusal is answered
  * at once; a queued mutation is answered by call_done after the commit
- * that holds it (DESIGN 7), with no registry lock held, on the thread that
+ * that holds it (DESIGN 7), with no registry lock held but notify_mu (the
+ * subscribers' turn: registry.h), on the thread that
  * leads that commit: the registry's commit thread, or, when none was being
  * committed, this FUSE thread itself once it has handed the loop to the
  * loop's second thread (reg_lead_offer, fs_serve_defer: the commit thread's

@@ -155,7 +155,8 @@ int kubelet_start(struct kubelet **out, const struct kubelet_opts *o, char *err,
     if (rc == 0)
         k->have_worker = (rc = -csifs_thread_start(&k->worker, "csifs-kubelet", kub_worker, k)) == 0;
     /* The last step that may fail: the registry has no unsubscribe, so a
-     * subscribed k is never freed before the registry stops changing. */
+     * subscribed k is never freed before the registry stops changing and
+     * its last subscribers ran (cmd/daemon.c: reg_quiesce first). */
     if (rc == 0)
         rc = -reg_subscribe_after(k->reg, on_change, k);
     if (rc) {

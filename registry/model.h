@@ -115,13 +115,15 @@ typedef void (*reg_ev_fn)(void *arg);
 struct reg {
     /* Lock order: notify_mu, then wlock, then lock, then ev_mu or the
      * ring's mutex (both innermost). notify_mu: a leader's turn to call the
-     * subscribers and the replies of its batch (mutate.c lead), so that
+     * subscribers and the replies of its committed batch (mutate.c lead; a
+     * failed batch's replies are answered without it), so that
      * batches notify in commit order though a leader lets go before its
      * reg_subscribe_after subscribers run. wlock: validation, the commit queue, the w_* fields, and
      * apply (with lock); never held across a commit, fsync or subscriber,
      * nor while a leader calls a mutation's reply (reg_reply_set:
-     * the FUSE replies, fuse_reply_*), which run with no registry lock: a
-     * reply may take the fs/ locks that FUSE threads take under lock. */
+     * the FUSE replies, fuse_reply_*), which run with no registry lock but
+     * notify_mu: a reply may take the fs/ locks that FUSE threads take
+     * under lock (none of them takes notify_mu). */
     pthread_mutex_t notify_mu;
     pthread_mutex_t wlock;
     pthread_rwlock_t lock;

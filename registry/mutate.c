@@ -352,10 +352,10 @@ static bool lead(struct reg *reg)
             notify(reg, &subs, m, true);
         pthread_mutex_unlock(&reg->notify_mu);
         pthread_mutex_lock(&reg->wlock);
-        if (gone && --reg->notifying == 0)
-            pthread_cond_broadcast(&reg->idle_cv);
     }
     answer(reg, batch, rc);
+    if (gone && --reg->notifying == 0)   /* after its last use of batch and reg */
+        pthread_cond_broadcast(&reg->idle_cv);
     return gone;
 }
 
@@ -406,6 +406,11 @@ void mut_stop(struct reg *reg)
     pthread_mutex_unlock(&reg->wlock);
     if (started)
         pthread_join(reg->commit_th, NULL);
+    /* a reg_lead thread that let go may still run its last subscribers */
+    pthread_mutex_lock(&reg->wlock);
+    while (reg->leading || reg->notifying)
+        pthread_cond_wait(&reg->idle_cv, &reg->wlock);
+    pthread_mutex_unlock(&reg->wlock);
 }
 
 void reg_quiesce(struct reg *reg)

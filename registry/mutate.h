@@ -5,7 +5,8 @@
  *      of model.h, and mut_find_plugin/mut_find_inst for queued adds). It
  *      allocates everything apply will need, marks the writers' view, and
  *      calls mut_submit(), which reserves index room and queues it.
- *   2. A leader, one at a time (reg->leading): the registry's commit
+ *   2. A leader, one at a time (reg->leading; the last subscribers of one
+ *      that let go may run beside the next, step 3): the registry's commit
  *      thread (started with the first mutation), or a queued caller that
  *      offered to lead (reg_lead_offer) and found none, in reg_lead. It
  *      takes every queued mutation, releases wlock, builds one LMDB transaction

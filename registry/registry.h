@@ -27,8 +27,10 @@
  *   2. reg->lock   (rwlock) guards the model; held only in memory;
  *   3. the events ring's own mutex (events.h), the events thread's mutex.
  * Readers take only 2 (shared), so they never wait for a commit.
- * Subscriber callbacks run with no registry lock held: they may read the
- * registry but must not mutate it.
+ * Subscriber callbacks run with no registry lock held but notify_mu (for a
+ * committed batch's changes; a reply too): they may read the registry but
+ * must not mutate it or lead, nor wait for anything a FUSE request serves
+ * (the FUSE thread that leads next waits for notify_mu).
  */
 #ifndef CSIFS_REGISTRY_H
 #define CSIFS_REGISTRY_H
@@ -116,7 +118,7 @@ void reg_quiesce(struct reg *reg);
  * calls on its thread then returns REG_QUEUED once validated and queued, and
  * fn(arg, rc) is called exactly once, later, on the thread that leads its
  * commit (the registry's commit thread, or reg_lead's) with no registry
- * lock held, after the commit that holds it (rc 0)
+ * lock held but notify_mu (above), after the commit that holds it (rc 0)
  * or its failure (rc < 0; nothing applied). A call refused at validation,
  * or with nothing to commit, returns as without a reply and fn is not
  * called. Clear it after the call either way: reg_reply_set(NULL, NULL).
@@ -290,7 +292,7 @@ struct reg_change {
 };
 typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
 /* At most 8 subscribers in all; called in commit order, after the change
- * is visible to readers, with no registry lock held (calls for changes of
+ * is visible to readers, with no registry lock held but notify_mu (calls for changes of
  * different commits never overlap; a probe result that is not committed
  * may be notified alongside a commit's). reg_subscribe's run before the
  * change's events are readable from the ring and before the mutating call

@@ -455,18 +455,24 @@ static void no_reply(void *arg, int rc)
     (void)rc;
 }
 
-/* b, registered as the FUSE thread does: queued, leading its own commit. */
-static void *register_b(void *arg)
+/* Register p/alloc as the FUSE thread does: queued with reply fn,
+ * leading its own commit. */
+static void register_leading(const char *alloc, reg_reply_fn fn)
 {
-    (void)arg;
-    reg_reply_set(no_reply, NULL);
+    reg_reply_set(fn, NULL);
     reg_lead_offer(true);
-    int rc = reg_instance_register(reg, REG_NODE, "p", "b");
+    int rc = reg_instance_register(reg, REG_NODE, "p", alloc);
     reg_lead_offer(false);
     reg_reply_set(NULL, NULL);
     struct reg *due = reg_lead_due();
     if (rc == REG_QUEUED && due)
         reg_lead(due);
+}
+
+static void *register_b(void *arg)
+{
+    (void)arg;
+    register_leading("b", no_reply);
     return NULL;
 }
 
@@ -513,4 +519,53 @@ Test(events_publish, the_next_mutation_is_led_while_the_last_subscribers_run)
     cr_assert_str_eq(seq_log, "Aa.Bb", "the subscribers out of commit order: %s", seq_log);
     pthread_mutex_unlock(&order_mu);
     reg_close(reg);
+}
+
+/* ---- reg_close waits for a leader's last subscribers ---- */
+
+static int slow_done;                /* the after-subscriber finished (atomic) */
+
+static void slow_after(const struct reg_change *c, void *arg)
+{
+    (void)arg;
+    if (c->kind != REG_C_INST_ADD)
+        return;
+    usleep(200 * 1000);
+    __atomic_store_n(&slow_done, 1, __ATOMIC_RELEASE);
+}
+
+static int replied;
+
+static void flag_reply(void *arg, int rc)
+{
+    (void)arg;
+    (void)rc;
+    __atomic_store_n(&replied, 1, __ATOMIC_RELEASE);
+}
+
+static void *lead_z(void *arg)
+{
+    (void)arg;
+    register_leading("z", flag_reply);
+    return NULL;
+}
+
+static bool was_replied(void *arg)
+{
+    (void)arg;
+    return __atomic_load_n(&replied, __ATOMIC_ACQUIRE);
+}
+
+Test(events_publish, close_waits_for_the_last_subscribers_of_a_leader_that_let_go)
+{
+    open_with(sub_before, slow_after);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, lead_z, NULL), 0);
+    cr_assert(tu_wait_for(was_replied, NULL, 3000), "z was not answered");
+    cr_assert_eq(__atomic_load_n(&slow_done, __ATOMIC_ACQUIRE), 0,
+                 "answered only after the after-subscriber");
+    reg_close(reg);                  /* the leader still in slow_after: must wait */
+    cr_assert_eq(__atomic_load_n(&slow_done, __ATOMIC_ACQUIRE), 1,
+                 "reg_close returned while a leader ran its last subscribers");
+    pthread_join(th, NULL);
 }
