@@ -455,26 +455,28 @@ static void no_reply(void *arg, int rc)
     (void)rc;
 }
 
-/* Register p/alloc as the FUSE thread does: queued with reply fn,
- * leading its own commit. */
-static void register_leading(const char *alloc, reg_reply_fn fn)
+/* A thread's registration of p/<alloc> as the FUSE thread does it: queued
+ * with reply fn, leading its own commit. */
+struct leading {
+    const char *alloc;
+    reg_reply_fn fn;
+};
+
+static void *register_leading(void *arg)
 {
-    reg_reply_set(fn, NULL);
+    const struct leading *l = arg;
+    reg_reply_set(l->fn, NULL);
     reg_lead_offer(true);
-    int rc = reg_instance_register(reg, REG_NODE, "p", alloc);
+    int rc = reg_instance_register(reg, REG_NODE, "p", l->alloc);
     reg_lead_offer(false);
     reg_reply_set(NULL, NULL);
     struct reg *due = reg_lead_due();
     if (rc == REG_QUEUED && due)
         reg_lead(due);
-}
-
-static void *register_b(void *arg)
-{
-    (void)arg;
-    register_leading("b", no_reply);
     return NULL;
 }
+
+static const struct leading b_leading = { "b", no_reply };
 
 static bool b_exists(void *arg)
 {
@@ -501,7 +503,7 @@ static void seq_after(const struct reg_change *c, void *arg)
     log_seq(c->alloc_name[0]);
     if (c->alloc_name[0] != 'a')
         return;
-    cr_assert_eq(pthread_create(&b_thread, NULL, register_b, NULL), 0);
+    cr_assert_eq(pthread_create(&b_thread, NULL, register_leading, (void *)&b_leading), 0);
     b_applied_meanwhile = tu_wait_for(b_exists, NULL, 3000);
     usleep(50 * 1000);               /* b's subscribers, if they did not wait, ran by now */
     log_seq('.');
@@ -543,12 +545,7 @@ static void flag_reply(void *arg, int rc)
     __atomic_store_n(&replied, 1, __ATOMIC_RELEASE);
 }
 
-static void *lead_z(void *arg)
-{
-    (void)arg;
-    register_leading("z", flag_reply);
-    return NULL;
-}
+static const struct leading z_leading = { "z", flag_reply };
 
 static bool was_replied(void *arg)
 {
@@ -560,7 +557,7 @@ Test(events_publish, close_waits_for_the_last_subscribers_of_a_leader_that_let_g
 {
     open_with(sub_before, slow_after);
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, lead_z, NULL), 0);
+    cr_assert_eq(pthread_create(&th, NULL, register_leading, (void *)&z_leading), 0);
     cr_assert(tu_wait_for(was_replied, NULL, 3000), "z was not answered");
     cr_assert_eq(__atomic_load_n(&slow_done, __ATOMIC_ACQUIRE), 0,
                  "answered only after the after-subscriber");
