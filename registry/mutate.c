@@ -406,11 +406,7 @@ void mut_stop(struct reg *reg)
     pthread_mutex_unlock(&reg->wlock);
     if (started)
         pthread_join(reg->commit_th, NULL);
-    /* a reg_lead thread that let go may still run its last subscribers */
-    pthread_mutex_lock(&reg->wlock);
-    while (reg->leading || reg->notifying)
-        pthread_cond_wait(&reg->idle_cv, &reg->wlock);
-    pthread_mutex_unlock(&reg->wlock);
+    reg_quiesce(reg);                /* a reg_lead thread that let go may still notify */
 }
 
 void reg_quiesce(struct reg *reg)
