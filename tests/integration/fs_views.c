@@ -266,6 +266,26 @@ Test(views, never_stale_health)
     cr_assert_eq(stale, 0, "%d stale answers", stale);
 }
 
+/* ls -lR csi-node into ../lsK.txt, which must match ../ls1.txt: the
+ * requests it cost the daemon, and of those, READDIRPLUS (*plus). */
+static uint64_t ls_pass(int k, uint64_t *plus)
+{
+    uint64_t r = fs_requests(t.fs), p = fs_requests_of(t.fs, "readdirplus");
+    uint64_t od = fs_requests_of(t.fs, "opendir"), rd = fs_requests_of(t.fs, "releasedir");
+    if (k == 1)
+        cr_assert_eq(tf_sh(&t, "ls -lR csi-node > ../ls1.txt"), 0);
+    else
+        cr_assert_eq(tf_sh(&t, "ls -lR csi-node > ../ls%d.txt && diff ../ls1.txt ../ls%d.txt",
+                           k, k), 0, "pass %d differs from the first", k);
+    /* opendir is ENOSYS (the first pass learns it): no OPENDIR, no RELEASEDIR */
+    if (k > 1) {
+        cr_assert_eq(fs_requests_of(t.fs, "opendir") - od, 0);
+        cr_assert_eq(fs_requests_of(t.fs, "releasedir") - rd, 0);
+    }
+    *plus = fs_requests_of(t.fs, "readdirplus") - p;
+    return fs_requests(t.fs) - r;
+}
+
 Test(views, second_ls_lR_is_served_by_the_kernel)
 {
     char cmd[128];
@@ -274,37 +294,44 @@ Test(views, second_ls_lR_is_served_by_the_kernel)
                  "mkdir a0 a1 a2 a3 a4 a5 a6 a7 a8 a9", p, p);
         cr_assert_eq(tf_sh(&t, "%s", cmd), 0);
     }
-    uint64_t r0 = fs_requests(t.fs);
-    cr_assert_eq(tf_sh(&t, "ls -lR csi-node > ../ls1.txt"), 0);
-    uint64_t r1 = fs_requests(t.fs), od1 = fs_requests_of(t.fs, "opendir"),
-             rd1 = fs_requests_of(t.fs, "releasedir"), ga1 = fs_requests_of(t.fs, "getattr");
-    cr_assert_eq(tf_sh(&t, "ls -lR csi-node > ../ls2.txt && diff ../ls1.txt ../ls2.txt"), 0);
-    uint64_t r2 = fs_requests(t.fs);
-    uint64_t first = r1 - r0, second = r2 - r1;
-    /* 551 dirs and 6,500 files: the listings come from the kernel's cache
-     * (opendir is ENOSYS), so no OPENDIR nor RELEASEDIR; what may still
-     * reach the daemon is one stat per dir (a readdir drops a dir's atime,
-     * and ls fstat()s the dir it opens); nothing per file. */
-    cr_assert_eq(fs_requests_of(t.fs, "opendir") - od1, 0);
-    cr_assert_eq(fs_requests_of(t.fs, "releasedir") - rd1, 0);
-    /* (+8: the shell's own cd into the mount and its root, per command) */
-    cr_assert_leq(second, 551 + 8, "second ls -lR: %llu requests (%llu getattr; first %llu)",
-                  (unsigned long long)second,
-                  (unsigned long long)(fs_requests_of(t.fs, "getattr") - ga1),
-                  (unsigned long long)first);
-    cr_log_info("second ls -lR: %llu requests, %llu getattr (first %llu)",
-                (unsigned long long)second,
-                (unsigned long long)(fs_requests_of(t.fs, "getattr") - ga1),
-                (unsigned long long)first);
+    uint64_t plus, missed, inv0 = fs_invalidations(t.fs, &missed);
+    uint64_t first = ls_pass(1, &plus);
     cr_assert_gt(first, 0);
+    /* 551 dirs and 6,500 files: the listings come from the kernel's cache,
+     * so what may still reach the daemon is one stat per dir (a readdir
+     * drops a dir's atime, and ls fstat()s the dir it opens); nothing per
+     * file (+8: the shell's own cd into the mount and its root, per
+     * command). Not counted: READDIRPLUS that refill a listing the kernel
+     * dropped by itself (below). */
+    uint64_t ga = fs_requests_of(t.fs, "getattr"), second = ls_pass(2, &plus);
+    cr_log_info("second ls -lR: %llu requests, %llu getattr, %llu readdirplus (first %llu)",
+                (unsigned long long)second,
+                (unsigned long long)(fs_requests_of(t.fs, "getattr") - ga),
+                (unsigned long long)plus, (unsigned long long)first);
+    cr_assert_leq(second - plus, 551 + 8, "second ls -lR: %llu requests (%llu readdirplus)",
+                  (unsigned long long)second, (unsigned long long)plus);
     /* The second pass's GETATTRs were left by the first: an uncached
      * readdir drops the dir's atime (fuse_invalidate_atime) and ls -R
      * fstat()s each dir; a readdir from the cache does not, so a third
-     * pass costs nothing (but the shell's own few). */
-    cr_assert_eq(tf_sh(&t, "ls -lR csi-node > ../ls3.txt && diff ../ls1.txt ../ls3.txt"), 0);
-    uint64_t third = fs_requests(t.fs) - r2;
-    cr_log_info("third ls -lR: %llu requests", (unsigned long long)third);
-    cr_assert_leq(third, 8, "third ls -lR: %llu requests", (unsigned long long)third);
+     * pass costs nothing (but the shell's own few). The kernel may drop a
+     * cached listing's page by itself, though: memory reclaim, or on the
+     * VMs we test on DAMON's pageout of cold physical regions, which can
+     * hold pages a second old. Measured: in 7 of 80 runs a pass re-read
+     * 1 to 9 dirs (2 READDIRPLUS each, and a GETATTR in the pass after),
+     * each time with DAMON pageouts during the run (its scheme's
+     * nr_applied grew) and no invalidation from csifs; in 1 of 100 more,
+     * the fifth pass was the first clean one. So the third pass may be
+     * tried four times, and csifs must have sent no invalidation. */
+    uint64_t best = UINT64_MAX;
+    for (int k = 3; k < 7 && best > 8; k++) {
+        uint64_t n = ls_pass(k, &plus);
+        cr_log_info("ls -lR pass %d: %llu requests (%llu readdirplus)", k,
+                    (unsigned long long)n, (unsigned long long)plus);
+        best = n < best ? n : best;
+    }
+    cr_assert_leq(best, 8, "third ls -lR: %llu requests at best in 4 passes",
+                  (unsigned long long)best);
+    cr_assert_eq(fs_invalidations(t.fs, &missed), inv0, "csifs invalidated while nothing changed");
     /* and a change is seen at once */
     cr_assert_eq(tf_sh(&t, "mkdir csi-node/p07/new && ls csi-node/p07 | grep -qx new && "
                            "rmdir csi-node/p07/a3 && ! ls csi-node/p07 | grep -qx a3"), 0);
