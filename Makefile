@@ -14,6 +14,7 @@
 #                                 the mount over, no user may notice (UPGRADE=1: SIGUSR2)
 #   make fuzz FUZZ_SECONDS=N      libFuzzer targets, N s each (clang-14; default 60)
 #   make stress STRESS_SECONDS=N  random concurrent operations against the ASan build
+#   make build-clang  every binary and test built with clang-14 too (build/clang)
 #   make install    csifs, csi-plugin-hook, man pages, csifs.service under
 #                   $(DESTDIR)$(PREFIX) (PREFIX default /usr/local)
 #   make uninstall  remove exactly what `make install` installed
@@ -119,7 +120,7 @@ LANE_TESTS   = $(foreach t,$(LONG_TESTS),$(filter $(BUILD)/tests/$(t),$(UNIT_TES
 
 VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry keep events events_ring store store_crash store_refuse),$(UNIT_TESTS))
 
-.PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress install uninstall clean
+.PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress build-clang install uninstall clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
 .SECONDARY:
 all: $(PROGS)
@@ -175,6 +176,10 @@ stress: deps
 	@$(MAKE) --no-print-directory $(J) BUILD=build/asan SAN=1 OPT=-O1 build/asan/csifs \
 	  build/asan/csi-test-plugin build/asan/csifs-stress
 	@BUILD=build/asan CSIFS_TEST_SLACK=3 build/asan/csifs-stress $(STRESS_SECONDS)
+
+# Both compilers build warning-free (-Werror): gcc above, clang here.
+build-clang: deps
+	@$(MAKE) --no-print-directory $(J) BUILD=build/clang CC=$(FUZZ_CC) tests
 
 # The unit's ExecStart names the installed csifs: scripts/csifs.service says
 # /usr/local/bin, rewritten to $(BINDIR) here.

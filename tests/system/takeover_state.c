@@ -59,7 +59,10 @@ static const char *rd(const char *rel)
     char *b = buf[k++ % 8];
     int fd = open(tu_path(tx_mnt, rel), O_RDONLY);
     ssize_t n = fd < 0 ? -1 : read(fd, b, sizeof(buf[0]) - 1);
-    snprintf(b + (n > 0 ? n : 0), 32, n < 0 ? "ERR %d" : "", errno);
+    if (n < 0)
+        snprintf(b, 32, "ERR %d", errno);
+    else
+        b[n] = '\0';
     if (fd >= 0)
         close(fd);
     return b;
