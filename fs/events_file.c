@@ -1,6 +1,8 @@
 /* The events file: per-open cursors, deferred reads, interrupts, poll. */
 #include "fs/events_file.h"
 #include "fs/kinds.h"
+#include "fs/serve.h"
+#include "base/knobs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -129,6 +131,10 @@ static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
     }
     if (buf != stack)
         free(buf);
+    /* A full read of a large buffer: a replay goes on, and its next READ
+     * comes once the reader wrote this one out (FS_STREAM_SPIN_NS). */
+    if (n == size && size >= (256u << 10))
+        fs_serve_stay_awake(FS_STREAM_SPIN_NS);
     return n > 0;
 }
 

@@ -12,6 +12,7 @@
  * OPEN of the next file, the GETATTR of the next directory of `ls -lR`)
  * then finds this thread awake. The poll yields the CPU to anything else
  * runnable on it at each turn and lasts FS_SPIN_NS after the last request
+ * (longer when its handler asked: fs_serve_stay_awake, a replay of events)
  * only (a yield that ran others past that ends it: on a busy CPU a sleeping
  * thread's request wakes it ahead of the others, a polling one would wait
  * its turn), and not after one handed to the
@@ -45,6 +46,16 @@
 /* Set by fs_serve_handed_off during a request: its answer comes from
  * another thread, later (the commit thread), so no poll after it. */
 static _Thread_local bool handed_off;
+
+/* Set by fs_serve_stay_awake during a request: poll at least this long
+ * after it. */
+static _Thread_local int64_t stay_ns;
+
+void fs_serve_stay_awake(int64_t ns)
+{
+    if (ns > stay_ns)
+        stay_ns = ns;
+}
 
 /* The request being processed (fs_serve_hdr). */
 static _Thread_local struct fs_serve_hdr hdr;
@@ -285,7 +296,8 @@ static int serve_loop(struct fuse_session *se, bool holds)
             hdr = (struct fs_serve_hdr){ 0 };
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
-            awake_until = handed_off ? 0 : done + FS_SPIN_NS;
+            awake_until = handed_off ? 0 : done + (stay_ns > FS_SPIN_NS ? stay_ns : FS_SPIN_NS);
+            stay_ns = 0;
             if (!deferred.fn)
                 continue;
             void (*fn)(void *) = deferred.fn;

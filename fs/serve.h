@@ -24,6 +24,10 @@ void fs_serve_kick(void);
  * thread later (the registry's commit thread), so the loop does not poll
  * after it. */
 void fs_serve_handed_off(void);
+/* From a handler: after this request, keep reading at least ns before
+ * sleeping (a reader that streams sends its next request once it has
+ * consumed this answer). No effect off the loop's threads. */
+void fs_serve_stay_awake(int64_t ns);
 /* Whether this thread runs the loop (fs_serve_defer is honoured). */
 bool fs_serve_can_defer(void);
 /* From a handler: once this request is processed, the thread hands the
