@@ -14,14 +14,16 @@
 #endif
 
 /* fs/serve.c: the FUSE thread keeps reading /dev/fuse this long after a
- * request it answered before it sleeps (0: sleep at once). Rows: read_open,
- * browse_warm (a reader's next request finds it awake). */
+ * request it answered before it sleeps (0: sleep at once, but after a
+ * replay's READ: FS_STREAM_SPIN_NS). Rows: read_open, browse_warm (a
+ * reader's next request finds it awake). */
 #ifndef FS_SPIN_NS
 #define FS_SPIN_NS 200000
 #endif
-/* fs/events_file.c: after a READ of events that filled a large buffer (a
- * replay in progress), the FUSE thread keeps reading this long: cat spends
- * 0.4-0.5 ms between two 1 MiB READs. Row: events_replay. */
+/* fs/events_file.c: after a READ of events that filled a buffer of a
+ * quarter of st_blksize or more (a replay in progress), the FUSE thread
+ * that answered it keeps reading this long: cat spends 0.4-0.5 ms between
+ * two 1 MiB READs. Row: events_replay. */
 #ifndef FS_STREAM_SPIN_NS
 #define FS_STREAM_SPIN_NS 1000000
 #endif

@@ -11,6 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* st_blksize of events. A reader sizes its reads by it (coreutils:
+ * max(128 KiB, st_blksize)). 1 MiB is what one request can carry (libfuse's
+ * default max_write sets the kernel's max_pages to 256), so a replay of the
+ * ring costs an eighth of the round trips of 128 KiB reads
+ * (docs/benchmarks.md, events_replay). */
+#define FS_EVENTS_BLKSIZE (1 << 20)
+
 struct reader {
     struct fs_fh h;                  /* first */
     struct ev_cursor cur;
@@ -132,8 +139,10 @@ static bool answer(struct fs *fs, fuse_req_t req, struct reader *r, size_t size)
     if (buf != stack)
         free(buf);
     /* A full read of a large buffer: a replay goes on, and its next READ
-     * comes once the reader wrote this one out (FS_STREAM_SPIN_NS). */
-    if (n == size && size >= (256u << 10))
+     * comes once the reader wrote this one out (FS_STREAM_SPIN_NS). Only
+     * on the loop's thread: a parked read the events thread answers does
+     * not make the loop stay awake. */
+    if (n == size && size >= FS_EVENTS_BLKSIZE / 4)
         fs_serve_stay_awake(FS_STREAM_SPIN_NS);
     return n > 0;
 }
@@ -287,13 +296,6 @@ void fs_events_wake(struct fs *fs)
     }
     pthread_mutex_unlock(&e->mu);
 }
-
-/* A reader sizes its reads by st_blksize (coreutils: max(128 KiB,
- * st_blksize)). 1 MiB is what one request can carry (libfuse's default
- * max_write sets the kernel's max_pages to 256), so a replay of the ring
- * costs an eighth of the round trips of 128 KiB reads (docs/benchmarks.md,
- * events_replay). */
-#define FS_EVENTS_BLKSIZE (1 << 20)
 
 void fs_events_stat(struct fs *fs, const struct fs_node *n, struct stat *st)
 {

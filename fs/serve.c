@@ -11,9 +11,9 @@
  * "What bounds the short rows"). A reader's next request (the RELEASE and
  * OPEN of the next file, the GETATTR of the next directory of `ls -lR`)
  * then finds this thread awake. The poll yields the CPU to anything else
- * runnable on it at each turn and lasts FS_SPIN_NS after the last request
- * (longer when its handler asked: fs_serve_stay_awake, a replay of events)
- * only (a yield that ran others past that ends it: on a busy CPU a sleeping
+ * runnable on it at each turn and lasts only FS_SPIN_NS after the last
+ * request (or longer when its handler asked: fs_serve_stay_awake, a replay
+ * of events; a yield that ran others past that ends it: on a busy CPU a sleeping
  * thread's request wakes it ahead of the others, a polling one would wait
  * its turn), and not after one handed to the
  * commit thread (which answers it later): an idle csifs sleeps in poll(2)
@@ -41,7 +41,7 @@
 
 /* FS_SPIN_NS, how long the thread stays awake after a request (more than a
  * reader's work between two requests: ls -lR about 90 us per directory
- * here; -DFS_SPIN_NS=0 sleeps at once): base/knobs.h. */
+ * here; -DFS_SPIN_NS=0 -DFS_STREAM_SPIN_NS=0 sleeps at once): base/knobs.h. */
 
 /* Set by fs_serve_handed_off during a request: its answer comes from
  * another thread, later (the commit thread), so no poll after it. */
@@ -290,6 +290,7 @@ static int serve_loop(struct fuse_session *se, bool holds)
                 awake_until = csifs_mono_ns() + FS_SPIN_NS;
         } else if (res > 0) {
             handed_off = false;
+            stay_ns = 0;
             keep_init(&buf);
             read_hdr(&buf);
             fuse_session_process_buf(se, &buf);
