@@ -129,6 +129,11 @@ uint64_t fs_requests_of(struct fs *fs, const char *op)
     return 0;
 }
 
+uint64_t fs_invalidations_queued(struct fs *fs)
+{
+    return __atomic_load_n(&fs->inval_queued, __ATOMIC_RELAXED);
+}
+
 uint64_t fs_invalidations(struct fs *fs, uint64_t *missed)
 {
     *missed = __atomic_load_n(&fs->inval_sent[1], __ATOMIC_RELAXED);

@@ -68,6 +68,9 @@ uint64_t fs_requests_of(struct fs *fs, const char *op);
 /* Inode invalidations sent so far; *missed: of those, how many the kernel
  * answered ENOENT (it held no such inode). */
 uint64_t fs_invalidations(struct fs *fs, uint64_t *missed);
+/* Invalidations queued for the notifier so far (entries, and inodes with
+ * their pages: inval.h). */
+uint64_t fs_invalidations_queued(struct fs *fs);
 /* The metrics file's content (DESIGN 11), built now, from any thread
  * (http/): *text is malloc'd, *len bytes, no NUL counted. 0 or -ENOMEM. */
 int fs_metrics_text(struct fs *fs, char **text, size_t *len);

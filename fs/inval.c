@@ -184,6 +184,7 @@ static void enqueue(struct fs *fs, fuse_ino_t ino, bool is_inode, const char *na
     }
     j->parent = ino;
     j->inode = is_inode;
+    __atomic_add_fetch(&fs->inval_queued, 1, __ATOMIC_RELAXED);
     snprintf(j->name, sizeof(j->name), "%s", name);
     pthread_mutex_lock(&v->mu);
     *v->tail = j;

@@ -93,6 +93,7 @@ struct fs {
     uint64_t requests;           /* requests served (atomic), for tests and metrics */
     uint64_t req_by_op[FS_NOPS]; /* the same, per op (atomic) */
     uint64_t inval_sent[2];      /* inode invalidations sent: [1] the kernel had none */
+    uint64_t inval_queued;       /* entry and later inode ones for the notifier (atomic) */
     void (*on_init)(void *arg);  /* fs_opts.on_init */
     void *on_init_arg;
     /* Committing requests queued and not yet answered (ops_write.c), under
