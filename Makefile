@@ -6,7 +6,7 @@
 #   make demo       a 20 s tour on a temporary mount (scripts/demo.sh)
 #   make test       install deps, build the test binaries, run every test
 #   make test-asan  the same tests built with ASan + UBSan
-#   (JOBS=N: the build of test, test-asan, crash-test, fuzz and stress runs
+#   (JOBS=N: the build of test, test-asan, crash-test, fuzz, stress and build-clang runs
 #   N jobs at once)
 #   make bench      benchmarks
 #   make crash-test ROUNDS=N      SIGKILL csifs under writers, restart, check (default 50)
@@ -14,7 +14,8 @@
 #                                 the mount over, no user may notice (UPGRADE=1: SIGUSR2)
 #   make fuzz FUZZ_SECONDS=N      libFuzzer targets, N s each (clang-14; default 60)
 #   make stress STRESS_SECONDS=N  random concurrent operations against the ASan build
-#   make build-clang  every binary and test built with clang-14 too (build/clang)
+#   make build-clang  the programs, tests, bench and stress built with clang-14 too
+#                   (build/clang)
 #   make install    csifs, csi-plugin-hook, man pages, csifs.service under
 #                   $(DESTDIR)$(PREFIX) (PREFIX default /usr/local)
 #   make uninstall  remove exactly what `make install` installed
@@ -103,7 +104,7 @@ CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/flo
 # mostly wait on deadlines and on each other's processes); the system
 # suites one at a time after them. TEST_LANES=1: all one after another.
 TEST_LANES ?= 2
-# make test JOBS=N (test-asan, crash-test, fuzz, stress too): their builds
+# make test JOBS=N (test-asan, crash-test, fuzz, stress, build-clang too): their builds
 # run N jobs at once (a recursive make of a serial one runs one at a time).
 JOBS ?=
 J = $(if $(JOBS),-j$(JOBS))
@@ -179,7 +180,8 @@ stress: deps
 
 # Both compilers build warning-free (-Werror): gcc above, clang here.
 build-clang: deps
-	@$(MAKE) --no-print-directory $(J) BUILD=build/clang CC=$(FUZZ_CC) tests
+	@$(MAKE) --no-print-directory $(J) BUILD=build/clang CC=$(FUZZ_CC) tests \
+	  build/clang/csifs-bench build/clang/floorfs build/clang/csifs-stress
 
 # The unit's ExecStart names the installed csifs: scripts/csifs.service says
 # /usr/local/bin, rewritten to $(BINDIR) here.
