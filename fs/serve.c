@@ -298,7 +298,6 @@ static int serve_loop(struct fuse_session *se, bool holds)
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
             awake_until = handed_off ? 0 : done + (stay_ns > FS_SPIN_NS ? stay_ns : FS_SPIN_NS);
-            stay_ns = 0;
             if (!deferred.fn)
                 continue;
             void (*fn)(void *) = deferred.fn;
