@@ -129,12 +129,26 @@ double ls_lr(const char *root)
 #define BROWSE_PASSES 5
 /* More cold passes per repetition for browse_cold, in pairs back to back
  * (csifs and the floor in turn, which goes first alternating), each pair a
- * sample. A cold pass takes about 2 s, and on this 2-vCPU VM one pass's
- * ratio read 0.72-1.08 in 12 repetitions (2026-12-03: 3 of them under 0.9,
+ * sample; each cold pass is followed by a warm one, a sample of
+ * browse_warm. A cold pass takes about 2 s, and on this 2-vCPU VM one pass's
+ * ratio read 0.72-1.08 in 12 repetitions (2026-12-03: 4 of them under 0.9,
  * median 0.97), so the 3 repetitions' median missed 0.9 in one run of four
  * and in three full runs: see docs/benchmarks.md, "browse_cold: more cold
  * pairs". */
 #define BROWSE_COLD_PAIRS 2
+/* The same for read_open and stat_deep: pairs of passes back to back after
+ * the three sides' passes, each pair a sample. Both rows are the kernel's
+ * work on either side (stat_deep sends no request at all), yet one
+ * repetition's ratio read 0.86-1.2 (2026-12-03: "More pairs for the
+ * kernel's rows" in docs/benchmarks.md); a pass is under half a second. */
+#define READS_PAIRS 4
+
+/* Which side runs j-th (0 or 1) in the k-th pair of repetition rep: csifs
+ * and the floor, the first alternating. */
+static enum side pair_side(int j, int k, int rep)
+{
+    return (j + k + rep) % 2 ? S_FLOOR : S_CSIFS;
+}
 
 /* Per side: drop_caches, then BROWSE_PASSES passes of ls -lR: the first is
  * cold, the second warm (the kernel dropped each directory's atime in the
@@ -152,16 +166,19 @@ static void browse(int rep)
         hot[s] = entries / bench_median(&pass[s][2], BROWSE_PASSES - 2);
     }
     bench_sample(R_BROWSE_COLD, cold[S_CSIFS], NAN, cold[S_FLOOR]);
+    bench_sample(R_BROWSE_WARM, warm[S_CSIFS], NAN, warm[S_FLOOR]);
     for (int k = 0; k < BROWSE_COLD_PAIRS; k++) {
-        double c[2];                 /* csifs, floor: one cold pass each */
+        double c[2], w[2];           /* csifs, floor: a cold pass and a warm one each */
         for (int j = 0; j < 2; j++) {
-            int s = (j + k + rep) % 2 ? S_FLOOR : S_CSIFS;
+            enum side s = pair_side(j, k, rep);
             drop_dentries();
             c[s == S_FLOOR] = entries / ls_lr(roots[s]);
+            w[s == S_FLOOR] = entries / ls_lr(roots[s]);
         }
         bench_sample(R_BROWSE_COLD, c[0], NAN, c[1]);
+        bench_sample(R_BROWSE_WARM, w[0], NAN, w[1]);
     }
-    bench_sample(R_BROWSE_WARM, warm[S_CSIFS], NAN, warm[S_FLOOR]);
+    drop_dentries();                 /* neither FUSE side left warm for reads() */
     bench_sample(R_BROWSE_HOT, hot[S_CSIFS], NAN, hot[S_TMPFS]);
     tmpfs_figure(R_BROWSE_COLD, cold[S_TMPFS]);
     tmpfs_figure(R_BROWSE_WARM, warm[S_TMPFS]);
@@ -267,6 +284,19 @@ static void reads(int rep, char **paths[S_N], const char *deep[S_N])
     bench_sample(R_STAT_DEEP, cfg.stats / sd[S_CSIFS], NAN, cfg.stats / sd[S_FLOOR]);
     tmpfs_figure(R_READ_OPEN, n / ro[S_TMPFS]);
     tmpfs_figure(R_STAT_DEEP, cfg.stats / sd[S_TMPFS]);
+    for (int k = 0; k < READS_PAIRS; k++) {
+        double v[2];                 /* csifs, floor */
+        for (int j = 0; j < 2; j++) {
+            enum side s = pair_side(j, k, rep);
+            v[s == S_FLOOR] = read_pass(paths[s], n);
+        }
+        bench_sample(R_READ_OPEN, n / v[0], NAN, n / v[1]);
+        for (int j = 0; j < 2; j++) {
+            enum side s = pair_side(j, k, rep);
+            v[s == S_FLOOR] = stat_pass(deep[s]);
+        }
+        bench_sample(R_STAT_DEEP, cfg.stats / v[0], NAN, cfg.stats / v[1]);
+    }
 }
 
 /* ---- restart and memory ---- */
