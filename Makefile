@@ -179,9 +179,10 @@ stress: deps
 	@BUILD=build/asan CSIFS_TEST_SLACK=3 build/asan/csifs-stress $(STRESS_SECONDS)
 
 # Both compilers build warning-free (-Werror): gcc above, clang here.
+CLANG_BUILD := build/clang
 build-clang: deps
-	@$(MAKE) --no-print-directory $(J) BUILD=build/clang CC=$(FUZZ_CC) tests \
-	  build/clang/csifs-bench build/clang/floorfs build/clang/csifs-stress
+	@$(MAKE) --no-print-directory $(J) BUILD=$(CLANG_BUILD) CC=$(FUZZ_CC) tests \
+	  $(addprefix $(CLANG_BUILD)/,csifs-bench floorfs csifs-stress)
 
 # The unit's ExecStart names the installed csifs: scripts/csifs.service says
 # /usr/local/bin, rewritten to $(BINDIR) here.

@@ -47,8 +47,8 @@
  * another thread, later (the commit thread), so no poll after it. */
 static _Thread_local bool handed_off;
 
-/* Set by fs_serve_stay_awake during a request: poll at least this long
- * after it. */
+/* How long to poll after the request being processed: FS_SPIN_NS, or
+ * longer when its handler asked (fs_serve_stay_awake). */
 static _Thread_local int64_t stay_ns;
 
 void fs_serve_stay_awake(int64_t ns)
@@ -290,14 +290,14 @@ static int serve_loop(struct fuse_session *se, bool holds)
                 awake_until = csifs_mono_ns() + FS_SPIN_NS;
         } else if (res > 0) {
             handed_off = false;
-            stay_ns = 0;
+            stay_ns = FS_SPIN_NS;
             keep_init(&buf);
             read_hdr(&buf);
             fuse_session_process_buf(se, &buf);
             hdr = (struct fs_serve_hdr){ 0 };
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
-            awake_until = handed_off ? 0 : done + (stay_ns > FS_SPIN_NS ? stay_ns : FS_SPIN_NS);
+            awake_until = handed_off ? 0 : done + stay_ns;
             if (!deferred.fn)
                 continue;
             void (*fn)(void *) = deferred.fn;

@@ -168,15 +168,15 @@ static void browse(int rep)
     bench_sample(R_BROWSE_COLD, cold[S_CSIFS], NAN, cold[S_FLOOR]);
     bench_sample(R_BROWSE_WARM, warm[S_CSIFS], NAN, warm[S_FLOOR]);
     for (int k = 0; k < BROWSE_COLD_PAIRS; k++) {
-        double c[2], w[2];           /* csifs, floor: a cold pass and a warm one each */
+        double c[S_N], w[S_N];       /* a cold pass and a warm one of each side */
         for (int j = 0; j < 2; j++) {
             enum side s = pair_side(j, k, rep);
             drop_dentries();
-            c[s == S_FLOOR] = entries / ls_lr(roots[s]);
-            w[s == S_FLOOR] = entries / ls_lr(roots[s]);
+            c[s] = entries / ls_lr(roots[s]);
+            w[s] = entries / ls_lr(roots[s]);
         }
-        bench_sample(R_BROWSE_COLD, c[0], NAN, c[1]);
-        bench_sample(R_BROWSE_WARM, w[0], NAN, w[1]);
+        bench_sample(R_BROWSE_COLD, c[S_CSIFS], NAN, c[S_FLOOR]);
+        bench_sample(R_BROWSE_WARM, w[S_CSIFS], NAN, w[S_FLOOR]);
     }
     /* Neither FUSE side left warm for reads(); the FORGETs of the side
      * dropped last are answered before metrics_read is timed. */
@@ -288,17 +288,16 @@ static void reads(int rep, char **paths[S_N], const char *deep[S_N])
     tmpfs_figure(R_READ_OPEN, n / ro[S_TMPFS]);
     tmpfs_figure(R_STAT_DEEP, cfg.stats / sd[S_TMPFS]);
     for (int k = 0; k < READS_PAIRS; k++) {
-        double v[2];                 /* csifs, floor */
         for (int j = 0; j < 2; j++) {
             enum side s = pair_side(j, k, rep);
-            v[s == S_FLOOR] = read_pass(paths[s], n);
+            ro[s] = read_pass(paths[s], n);
         }
-        bench_sample(R_READ_OPEN, n / v[0], NAN, n / v[1]);
+        bench_sample(R_READ_OPEN, n / ro[S_CSIFS], NAN, n / ro[S_FLOOR]);
         for (int j = 0; j < 2; j++) {
             enum side s = pair_side(j, k, rep);
-            v[s == S_FLOOR] = stat_pass(deep[s]);
+            sd[s] = stat_pass(deep[s]);
         }
-        bench_sample(R_STAT_DEEP, cfg.stats / v[0], NAN, cfg.stats / v[1]);
+        bench_sample(R_STAT_DEEP, cfg.stats / sd[S_CSIFS], NAN, cfg.stats / sd[S_FLOOR]);
     }
 }
 
