@@ -1,6 +1,7 @@
 /* The takeover suites' fixture. See takeover_fix.h. */
 #include "tests/lib/takeover_fix.h"
 
+#include "tests/lib/mntwatch.h"
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
 
@@ -17,14 +18,12 @@
 
 #define TX_OPTS "heartbeat=100ms"
 #define TX_PIDS 8
-#define TX_CONNS 4
 
 struct holder tx_hd, tx_hd2;
 char *tx_dir, tx_mnt[4096], tx_state[4096], tx_log[4096];
 char tx_opts[256] = TX_OPTS;
 static char bin[4096];
 static pid_t pids[TX_PIDS];
-static unsigned conns[TX_CONNS];     /* FUSE connections made: aborted at the end */
 
 void tx_keep_pid(pid_t pid)
 {
@@ -79,14 +78,21 @@ int tx_setup(void)
     return rc < 0 ? rc : hd_start(&tx_hd2);
 }
 
-void tx_note_conn(const char *m)
+/* Abort and detach what is mounted on m, topmost first. The connection is
+ * found by the test's own mount point in mountinfo at the time, never by a
+ * number noted earlier: once a connection ends, its number goes to the
+ * next mount, maybe another test's running beside. A connection detached
+ * already ends with its last fd (the pids killed, the holders stopped). */
+static void unmount_all(const char *m)
 {
-    struct stat st;
-    for (int k = 0; k < TX_CONNS && stat(m, &st) == 0 && st.st_ino == 1; k++)
-        if (!conns[k] || conns[k] == minor(st.st_dev)) {
-            conns[k] = minor(st.st_dev);
+    for (int k = 0; k < 8; k++) {
+        int conn = mw_conn(m);
+        if (conn < 0)
             break;
-        }
+        (void)mw_abort(conn);
+        if (umount2(m, MNT_DETACH) < 0)
+            break;
+    }
 }
 
 void tx_teardown(void)
@@ -94,26 +100,16 @@ void tx_teardown(void)
     char cmd[8400];
     snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", tx_log);
     (void)!system(cmd);
-    for (int k = 0; k < TX_CONNS && conns[k]; k++) {
-        char path[96];
-        snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", conns[k]);
-        int fd = open(path, O_WRONLY);
-        if (fd >= 0) {
-            (void)!write(fd, "1", 1);
-            close(fd);
-        }
-        conns[k] = 0;
-    }
+    char m2[4200];
+    snprintf(m2, sizeof(m2), "%s2", tx_mnt);
+    unmount_all(tx_mnt);
+    unmount_all(m2);
     for (int k = 0; k < TX_PIDS; k++)
         if (pids[k] > 0)
             tx_kill_reap(pids[k], SIGKILL);
     tp_kill_all();
     hd_stop(&tx_hd);
     hd_stop(&tx_hd2);
-    char m2[4200];
-    snprintf(m2, sizeof(m2), "%s2", tx_mnt);
-    umount2(m2, MNT_DETACH);
-    umount2(tx_mnt, MNT_DETACH);
     if (tx_dir)
         tu_rmrf(tx_dir);
     free(tx_dir);

@@ -27,8 +27,6 @@ void tx_keep_pid(pid_t pid);
 void tx_kill_reap(pid_t pid, int sig);
 /* pid was reaped by the test: no longer kept. */
 void tx_forget_pid(pid_t pid);
-/* Note the FUSE connection mounted at m: aborted at teardown. */
-void tx_note_conn(const char *m);
 bool tx_is_mount_root(const char *m);
 /* A shell command in tx_mnt: its exit status. */
 int tx_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

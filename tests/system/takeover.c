@@ -128,7 +128,6 @@ Test(takeover, sigkill_successor_takes_over_the_mount)
     cr_assert(tu_wait_for(current_is_a1, NULL, 10000), "current never a1");
     struct stat before;
     cr_assert_eq(stat(tx_mnt, &before), 0);
-    tx_note_conn(tx_mnt);
     /* the users of the mount: a cwd inside, a blocked events reader, a poller */
     struct cwdproc c;
     cwd_start(&c, pdir);
@@ -203,7 +202,6 @@ Test(takeover, aborted_connection_fd_falls_back_to_a_fresh_mount)
     cr_assert_eq(stat(tx_mnt, &before), 0);
     uint64_t id0 = mnt_id(tx_mnt);
     cr_assert_neq(id0, 0);
-    tx_note_conn(tx_mnt);
     tx_kill_reap(p1, SIGKILL);
     char path[96];
     snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(before.st_dev));
@@ -214,7 +212,6 @@ Test(takeover, aborted_connection_fd_falls_back_to_a_fresh_mount)
     pid_t p2 = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert(hd_wait_ready(&tx_hd, 2, 10000), "no READY=1 from the fresh mount");
     cr_assert_eq(stat(tx_mnt, &after), 0);
-    tx_note_conn(tx_mnt);
     cr_assert_eq(after.st_ino, 1);
     cr_assert_neq(id0, mnt_id(tx_mnt), "a fresh mount");
     cr_assert(tx_log_has("was aborted: mounting afresh"), "no log line for the fallback");
@@ -232,12 +229,10 @@ Test(takeover, fd_of_another_mount_point_falls_back_to_a_fresh_mount)
     cr_assert_eq(mkdir(mnt2, 0755), 0);
     pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
-    tx_note_conn(tx_mnt);
     hd_put(&tx_hd2, "fuse", hd_fd(&tx_hd, "fuse"));       /* the first mount's, handed to another */
     hd_put(&tx_hd2, "state", hd_fd(&tx_hd, "state"));
     pid_t p2 = tx_start(&tx_hd2, mnt2, state2);
     cr_assert(hd_wait_ready(&tx_hd2, 1, 10000), "no READY=1 from the second mount");
-    tx_note_conn(mnt2);
     struct stat a, b;
     cr_assert_eq(stat(tx_mnt, &a), 0);
     cr_assert_eq(stat(mnt2, &b), 0);
@@ -304,7 +299,6 @@ Test(takeover, sigusr2_reexecs_with_the_same_pid)
 {
     pid_t p = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
-    tx_note_conn(tx_mnt);
     cr_assert_eq(tx_sh("mkdir -p csi-node/c/a1"), 0);
     char f[4200];
     snprintf(f, sizeof(f), "%s/csi-node/c/a1/registered", tx_mnt);
@@ -359,7 +353,6 @@ Test(takeover, a_kill_with_a_notification_stuck_on_a_lock_is_reaped_at_once)
     snprintf(tx_opts, sizeof(tx_opts), "heartbeat=100ms,debug_hold=mkdir,debug_hold_inval");
     pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
-    tx_note_conn(tx_mnt);
     int p[2];
     cr_assert_eq(pipe(p), 0);
     pid_t mk = fork();
@@ -434,7 +427,6 @@ static pid_t cut_and_resent(const char *op, const char *prep, int (*call)(void *
     pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
     snprintf(tx_opts, sizeof(tx_opts), "%s", plain);
     cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
-    tx_note_conn(tx_mnt);
     if (prep)
         cr_assert_eq(tx_sh("%s", prep), 0, "%s", prep);
     struct waited w = { .pid = fork() };

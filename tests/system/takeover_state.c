@@ -210,7 +210,6 @@ Test(takeover_state, health_and_pending_links_survive_sigkill_and_sigusr2)
     snprintf(tx_opts, sizeof(tx_opts), "heartbeat=2s,http=127.0.0.1:%d", port);
     pid_t p1 = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
-    tx_note_conn(tx_mnt);
     struct tp_proc a1, a2;
     cr_assert_eq(tp_start(&a1, "--socket", s1, "--type", "node", NULL), 0);
     cr_assert_eq(tp_start(&a2, "--socket", s2, "--type", "node", NULL), 0);

@@ -128,7 +128,6 @@ Test(upgrade_order, sigusr2_while_a_commit_waits_on_a_page_a_read_holds)
     snprintf(tx_opts, sizeof(tx_opts), "heartbeat=100ms,debug_commit_delay_ms=%d", DELAY_MS);
     pid_t p = tx_start(&tx_hd, tx_mnt, tx_state);
     cr_assert(hd_wait_ready(&tx_hd, 1, 10000), "no READY=1");
-    tx_note_conn(tx_mnt);
     cr_assert_eq(tx_sh("mkdir -p csi-node/c/a1"), 0);
     char health[4200], sock[4200], target[4200], a2[4200];
     snprintf(health, sizeof(health), "%s/csi-node/c/a1/health", tx_mnt);
