@@ -125,7 +125,7 @@ static void call_done(void *arg, int rc)
 {
     struct call *c = arg;
     fs_testopt_before_reply(c->key.opcode, rc, true);
-    fs_serve_kick();                 /* the caller's next request finds the loop awake */
+    fs_serve_kick(!reg_leads());     /* the caller's next request finds the loop awake */
     c->answer(c, rc);
     call_free(c);
 }

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <linux/fuse.h>
@@ -148,8 +149,12 @@ void fs_serve_wake(void)
 /* Whether a loop thread sleeps in sleep_until_ready (fs_serve_kick). */
 static int asleep;
 
-void fs_serve_kick(void)
+static bool take_back(void);
+
+void fs_serve_kick(bool done)
 {
+    if (done && take_back())
+        return;
     if (__atomic_load_n(&asleep, __ATOMIC_ACQUIRE))
         fs_serve_wake();
 }
@@ -176,19 +181,23 @@ static int sleep_until_ready(int fd)
  * The thread that called fs_serve and, from the first fs_serve_defer, a
  * standby. One of them at a time holds the loop: reads /dev/fuse and runs
  * the handlers, so handlers never run concurrently. A handler that defers
- * work (a commit to lead) makes its thread hand the loop to the other one
- * after the request, run the work, then wait to hold the loop again: a
- * reader's request never waits for that work (DESIGN 7). Lock order: lp.mu
- * is innermost (nothing is called under it). */
+ * work (a commit to lead) makes its thread let the loop go after the
+ * request, run the work, then take the loop again. While the loop is free
+ * /dev/fuse is in lp.ep (EPOLLONESHOT), where the other thread sleeps: a request that arrives meanwhile wakes it and it holds the loop,
+ * so a reader's request never waits for that work (DESIGN 7); a lone
+ * writer's commit, with no request behind it, wakes nobody. Lock order:
+ * lp.mu is innermost (nothing but epoll_ctl is called under it). */
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool free;                       /* nobody holds the loop: the next to wait takes it */
+    bool free;                       /* nobody holds the loop (/dev/fuse in ep) */
     bool end;                        /* the loop ended: both threads return */
     bool standby;                    /* the standby thread was started */
     pthread_t th;
     int rc;                          /* the loop's outcome */
-} lp = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    int fd;                          /* /dev/fuse */
+    int ep;                          /* epoll: bell, and fd while free */
+    int bell;                        /* eventfd, written once when the loop ends */
+} lp = { .mu = PTHREAD_MUTEX_INITIALIZER, .ep = -1, .bell = -1 };
 
 /* What a handler deferred (fs_serve_defer), and whether this thread is one
  * of the loop's. */
@@ -197,6 +206,9 @@ static _Thread_local struct {
     void *arg;
 } deferred;
 static _Thread_local bool in_loop;
+/* This thread let the loop go for deferred work (free_loop), and whether it
+ * took it back early (take_back). */
+static _Thread_local bool let_loop_go, took_back;
 
 bool fs_serve_can_defer(void)
 {
@@ -209,27 +221,75 @@ void fs_serve_defer(void (*fn)(void *), void *arg)
     deferred.arg = arg;
 }
 
+/* Under lp.mu: /dev/fuse in lp.ep or out of it. In, a request wakes the
+ * sleeper (once: EPOLLONESHOT); out, nothing does (disarmed in the set, it
+ * would still be woken in the kernel by each request, for nothing). A
+ * removal that fails costs the sleeper one spurious wake-up at worst: it
+ * finds the loop held. */
+static int arm(void)
+{
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
+    return epoll_ctl(lp.ep, EPOLL_CTL_ADD, lp.fd, &ev) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static void disarm(void)
+{
+    if (epoll_ctl(lp.ep, EPOLL_CTL_DEL, lp.fd, NULL) < 0) {
+        /* ENOENT: out already */
+    }
+}
+
 static void end_loop(int rc)
 {
+    uint64_t one = 1;
     pthread_mutex_lock(&lp.mu);
     lp.end = true;
     if (rc < 0 && lp.rc == 0)
         lp.rc = rc;
-    pthread_cond_broadcast(&lp.cv);
     pthread_mutex_unlock(&lp.mu);
+    if (write(lp.bell, &one, sizeof(one)) < 0) {
+        /* EAGAIN: the counter is full, so the sleeper is woken anyway */
+    }
 }
 
-/* Wait until the loop is free and take it; false when the loop ended. */
+/* Take the loop once it is free, sleeping in lp.ep meanwhile; false when
+ * the loop ended. */
 static bool take_loop(void)
 {
+    for (;;) {
+        pthread_mutex_lock(&lp.mu);
+        bool end = lp.end, got = !end && lp.free;
+        if (got) {
+            lp.free = false;
+            disarm();
+        }
+        pthread_mutex_unlock(&lp.mu);
+        if (end || got)
+            return got;
+        struct epoll_event ev;
+        if (epoll_wait(lp.ep, &ev, 1, -1) < 0 && errno != EINTR) {
+            end_loop(-errno);
+            return false;
+        }
+    }
+}
+
+/* fs_serve_kick: the thread that let the loop go takes it back if it is
+ * still free, before the answer that ends its work: the requests the
+ * answer releases then find it, and the other thread is not woken. */
+static bool take_back(void)
+{
+    if (!let_loop_go)
+        return false;
+    let_loop_go = false;
     pthread_mutex_lock(&lp.mu);
-    while (!lp.free && !lp.end)
-        pthread_cond_wait(&lp.cv, &lp.mu);
-    bool got = !lp.end;
-    if (got)
+    took_back = !lp.end && lp.free;
+    if (took_back) {
         lp.free = false;
+        disarm();
+    }
     pthread_mutex_unlock(&lp.mu);
-    return got;
+    return took_back;
 }
 
 static int serve_loop(struct fuse_session *se, bool holds);
@@ -240,17 +300,20 @@ static void *standby_main(void *arg)
     return NULL;
 }
 
-/* Hand the loop to the standby (started now if need be); false when there
- * is none: the work then runs with the loop held, as a last resort. */
-static bool hand_loop(struct fuse_session *se)
+/* Let the loop go (the standby started now if need be: it takes the loop
+ * at once, the first time); false when there is no standby: the work then
+ * runs with the loop held, as a last resort. */
+static bool free_loop(struct fuse_session *se)
 {
     pthread_mutex_lock(&lp.mu);
-    int rc = lp.standby ? 0 : csifs_thread_start(&lp.th, "csifs-fuse", standby_main, se);
+    int rc = arm();
+    if (rc == 0 && !lp.standby)
+        rc = csifs_thread_start(&lp.th, "csifs-fuse", standby_main, se);
     if (rc == 0)
         lp.standby = lp.free = true;
+    else
+        disarm();
     pthread_mutex_unlock(&lp.mu);
-    if (rc == 0)                     /* after the unlock: woken, it takes lp.mu */
-        pthread_cond_signal(&lp.cv);
     return rc == 0;
 }
 
@@ -302,15 +365,21 @@ static int serve_loop(struct fuse_session *se, bool holds)
                 continue;
             void (*fn)(void *) = deferred.fn;
             deferred.fn = NULL;
-            bool handed = hand_loop(se);
+            let_loop_go = free_loop(se);
+            bool freed = let_loop_go;
             fn(deferred.arg);
-            if (!handed)
+            let_loop_go = false;
+            if (!freed)
                 continue;
-            /* Its answers went out (each kicked the holder: fs_serve_kick
-             * in the reply): the requests they release come to it. */
-            if (!take_loop())
+            /* Its answers went out: the requests they release come to this
+             * thread if it took the loop back before the last one
+             * (fs_serve_kick), else to the holder (woken by the answers if
+             * it slept) or, once it lets the loop go, to this one. */
+            bool held = took_back;
+            took_back = false;
+            if (!held && !take_loop())
                 goto out;
-            awake_until = 0;         /* the other thread defers now */
+            awake_until = csifs_mono_ns() + FS_SPIN_NS;
         } else if (res != -EINTR) {
             rc = res;                /* 0: unmounted (libfuse ended the session) */
             break;
@@ -323,6 +392,27 @@ out:
     return rc;
 }
 
+/* lp's epoll (the bell in it, /dev/fuse not) and bell for fd. */
+static int loop_open(int fd)
+{
+    struct epoll_event bell = { .events = EPOLLIN };
+    lp.fd = fd;
+    lp.ep = epoll_create1(EPOLL_CLOEXEC);
+    lp.bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (lp.ep < 0 || lp.bell < 0 || epoll_ctl(lp.ep, EPOLL_CTL_ADD, lp.bell, &bell) < 0)
+        return -errno;
+    return 0;
+}
+
+static void loop_close(void)
+{
+    if (lp.ep >= 0)
+        close(lp.ep);
+    if (lp.bell >= 0)
+        close(lp.bell);
+    lp.ep = lp.bell = -1;
+}
+
 int fs_serve(struct fuse_session *se)
 {
     int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL);
@@ -330,17 +420,19 @@ int fs_serve(struct fuse_session *se)
         return -EMFILE;
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return -errno;
-    pthread_mutex_lock(&lp.mu);
     lp.free = lp.end = lp.standby = false;
     lp.rc = 0;
-    pthread_mutex_unlock(&lp.mu);
-    serve_loop(se, true);
-    pthread_mutex_lock(&lp.mu);
-    bool standby = lp.standby;
-    pthread_mutex_unlock(&lp.mu);
-    if (standby)
-        pthread_join(lp.th, NULL);
-    int rc = lp.rc;
+    int rc = loop_open(fd);
+    if (rc == 0) {
+        serve_loop(se, true);
+        pthread_mutex_lock(&lp.mu);
+        bool standby = lp.standby;
+        pthread_mutex_unlock(&lp.mu);
+        if (standby)
+            pthread_join(lp.th, NULL);
+        rc = lp.rc;
+    }
+    loop_close();
     if (fcntl(fd, F_SETFL, fl) < 0 && rc == 0)
         rc = -errno;
     fuse_session_reset(se);

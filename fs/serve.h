@@ -16,10 +16,13 @@ int fs_serve(struct fuse_session *se);
  * eventfd: call it before a signal handler may call fs_serve_wake. */
 int fs_serve_wake_init(void);
 void fs_serve_wake(void);
-/* Wake the loop's reader if it sleeps (any thread): the requests that an
- * answer about to be sent releases then find it polling. No wake-up is
- * left pending when it polls already. */
-void fs_serve_kick(void);
+/* Before an answer sent from any thread: the requests it releases find a
+ * reader awake. done: the thread blocks on nothing more before it returns
+ * (no further commit). A loop thread that let the loop go for deferred
+ * work (fs_serve_defer) then takes it back if it is still free; otherwise
+ * the loop's reader is woken if it sleeps (no wake-up is left pending when
+ * it polls already). */
+void fs_serve_kick(bool done);
 /* From a handler on the FUSE thread: this request is answered by another
  * thread later (the registry's commit thread), so the loop does not poll
  * after it. */

@@ -336,11 +336,11 @@ static bool lead(struct reg *reg)
             notify(reg, &subs, m, false);
         }
         mut_publish(reg, ev0, ev1);
-        /* The FUSE callers first: the prober's wake-up and the like can come
-         * after (reg_subscribe_after), and with nothing queued the caller's
-         * next mutation need not wait for them to be led. */
-        for (struct mut *m = batch; m; m = m->next)
-            reply_queued(reg, m, 0);
+        /* With nothing queued the lead is let go before the answers: the
+         * caller's next mutation need not wait for the last subscribers to
+         * be led, and an answer knows that its thread commits nothing more
+         * (reg_leads). The FUSE callers first: the prober's wake-up and the
+         * like can come after (reg_subscribe_after). */
         pthread_mutex_lock(&reg->wlock);
         if (!reg->qhead) {
             gone = true;
@@ -348,6 +348,8 @@ static bool lead(struct reg *reg)
             let_go(reg);
         }
         pthread_mutex_unlock(&reg->wlock);
+        for (struct mut *m = batch; m; m = m->next)
+            reply_queued(reg, m, 0);
         for (struct mut *m = batch; m; m = m->next)
             notify(reg, &subs, m, true);
         pthread_mutex_unlock(&reg->notify_mu);
@@ -362,9 +364,16 @@ static bool lead(struct reg *reg)
 /* Lead every queued batch, then let go (wlock held on entry and return):
  * the commit thread's turn, or a thread's that took the lead at submit. A
  * mutation queued while a leader leads is its, without a wake-up. */
+static _Thread_local bool leads;     /* this thread leads (reg_leads) */
+
+bool reg_leads(void)
+{
+    return leads;
+}
+
 static void lead_all(struct reg *reg)
 {
-    reg->leading = true;
+    reg->leading = leads = true;
     while (reg->qhead)
         if (lead(reg))
             return;
@@ -374,7 +383,7 @@ static void lead_all(struct reg *reg)
 /* wlock held: nobody leads now. */
 static void let_go(struct reg *reg)
 {
-    reg->leading = false;
+    reg->leading = leads = false;
     pthread_cond_broadcast(&reg->idle_cv);
     if (reg->commit_stop)
         pthread_cond_signal(&reg->commit_cv);

@@ -138,6 +138,10 @@ void reg_reply_set(reg_reply_fn fn, void *arg);
 void reg_lead_offer(bool on);
 struct reg *reg_lead_due(void);
 void reg_lead(struct reg *reg);
+/* From fn: whether its thread still leads, so may commit again before it
+ * returns (a batch queued behind); false once the lead was let go (the
+ * queue was empty after this commit). */
+bool reg_leads(void);
 int reg_plugin_create(struct reg *reg, enum reg_type type, const char *plugin);
 /* -ENOTEMPTY while it has instances. */
 int reg_plugin_remove(struct reg *reg, enum reg_type type, const char *plugin);
