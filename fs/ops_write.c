@@ -11,9 +11,10 @@
  * that holds it (DESIGN 7), with no registry lock held but notify_mu (the
  * subscribers' turn: registry.h), on the thread that
  * leads that commit: the registry's commit thread, or, when none was being
- * committed, this FUSE thread itself once it has handed the loop to the
- * loop's second thread (reg_lead_offer, fs_serve_defer: the commit thread's
- * wake-up saved, and a reader still never waits). The answer invalidates
+ * committed, this FUSE thread itself once it has let the loop go (a
+ * request arriving meanwhile wakes the loop's second thread:
+ * reg_lead_offer, fs_serve_defer; the commit thread's wake-up saved, and a
+ * reader still never waits). The answer invalidates
  * nothing that can block: the entry invalidations of a change go to the
  * notifier thread (inval.h), which neither a FUSE thread nor the commit
  * thread waits for (DESIGN 10). No interrupt handler: an interrupted
@@ -125,7 +126,7 @@ static void call_done(void *arg, int rc)
 {
     struct call *c = arg;
     fs_testopt_before_reply(c->key.opcode, rc, true);
-    fs_serve_kick(!reg_leads());     /* the caller's next request finds the loop awake */
+    fs_serve_kick(!reg_leads());     /* the caller's next request finds a reader awake */
     c->answer(c, rc);
     call_free(c);
 }
@@ -140,7 +141,7 @@ static void call_begin(struct call *c)
     reg_lead_offer(fs_serve_can_defer());
 }
 
-/* This thread leads the commit, the FUSE loop handed to the other one. */
+/* This thread leads the commit, the FUSE loop let go (fs_serve_defer). */
 static void lead(void *reg)
 {
     reg_lead(reg);
@@ -153,7 +154,7 @@ static void call_end(struct call *c, int rc)
     reg_lead_offer(false);
     struct reg *reg = reg_lead_due();
     if (reg)
-        fs_serve_defer(lead, reg);   /* answered after the loop is handed over */
+        fs_serve_defer(lead, reg);   /* answered after the loop is let go */
     if (rc == REG_QUEUED) {
         if (!reg)
             fs_serve_handed_off();   /* the commit thread answers */

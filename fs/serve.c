@@ -1,6 +1,7 @@
 /* The FUSE request loop: one thread at a time reads (a second one takes
- * over while the first runs work a handler deferred: below), and it polls
- * /dev/fuse for a short while after each request before it sleeps.
+ * over when a request arrives while the first runs work a handler
+ * deferred: below), and it polls /dev/fuse for a short while after each
+ * request before it sleeps.
  *
  * Why: on this kind of VM a round trip that has to wake a sleeping thread
  * is dear when the machine is idle. A vCPU with nothing to run halts at
@@ -120,7 +121,9 @@ static void keep_init(const struct fuse_buf *b)
 
 /* fs_serve_wake's eventfd, polled beside /dev/fuse: a stop asked from a
  * signal handler on any thread, or just before the loop's poll(2), would
- * otherwise wait for the next request. Made once, never closed (a handler
+ * otherwise wait for the next request. (While the loop is free, below, the
+ * stop is seen when the thread that let it go returns, or by the other one
+ * at the next request.) Made once, never closed (a handler
  * may write to it at any time), closed on exec. */
 static int wake_fd = -1;
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
@@ -185,8 +188,10 @@ static int sleep_until_ready(int fd)
  * request, run the work, then take the loop again. While the loop is free
  * /dev/fuse is in lp.ep (EPOLLONESHOT), where the other thread sleeps: a request that arrives meanwhile wakes it and it holds the loop,
  * so a reader's request never waits for that work (DESIGN 7); a lone
- * writer's commit, with no request behind it, wakes nobody. Lock order:
- * lp.mu is innermost (nothing but epoll_ctl is called under it). */
+ * writer's commit, with no request behind it, wakes nobody, and the thread
+ * takes the loop back before the answer that ends its work (take_back).
+ * Lock order: lp.mu is innermost (only epoll_ctl and the standby's start
+ * are called under it). */
 static struct {
     pthread_mutex_t mu;
     bool free;                       /* nobody holds the loop (/dev/fuse in ep) */
@@ -196,7 +201,7 @@ static struct {
     int rc;                          /* the loop's outcome */
     int fd;                          /* /dev/fuse */
     int ep;                          /* epoll: bell, and fd while free */
-    int bell;                        /* eventfd, written once when the loop ends */
+    int bell;                        /* eventfd, written when the loop ends */
 } lp = { .mu = PTHREAD_MUTEX_INITIALIZER, .ep = -1, .bell = -1 };
 
 /* What a handler deferred (fs_serve_defer), and whether this thread is one
@@ -224,12 +229,16 @@ void fs_serve_defer(void (*fn)(void *), void *arg)
 /* Under lp.mu: /dev/fuse in lp.ep or out of it. In, a request wakes the
  * sleeper (once: EPOLLONESHOT); out, nothing does (disarmed in the set, it
  * would still be woken in the kernel by each request, for nothing). A
- * removal that fails costs the sleeper one spurious wake-up at worst: it
- * finds the loop held. */
+ * removal that fails costs the sleeper one spurious wake-up at worst (it
+ * finds the loop held), and the next arm re-arms it in place. */
 static int arm(void)
 {
     struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
-    return epoll_ctl(lp.ep, EPOLL_CTL_ADD, lp.fd, &ev) < 0 && errno != EEXIST ? -errno : 0;
+    if (epoll_ctl(lp.ep, EPOLL_CTL_ADD, lp.fd, &ev) == 0)
+        return 0;
+    if (errno == EEXIST && epoll_ctl(lp.ep, EPOLL_CTL_MOD, lp.fd, &ev) == 0)
+        return 0;
+    return -errno;
 }
 
 static void disarm(void)
@@ -252,17 +261,24 @@ static void end_loop(int rc)
     }
 }
 
+/* Under lp.mu: take the loop if it is free (and not ended). */
+static bool take_if_free(void)
+{
+    bool got = !lp.end && lp.free;
+    if (got) {
+        lp.free = false;
+        disarm();
+    }
+    return got;
+}
+
 /* Take the loop once it is free, sleeping in lp.ep meanwhile; false when
  * the loop ended. */
 static bool take_loop(void)
 {
     for (;;) {
         pthread_mutex_lock(&lp.mu);
-        bool end = lp.end, got = !end && lp.free;
-        if (got) {
-            lp.free = false;
-            disarm();
-        }
+        bool end = lp.end, got = take_if_free();
         pthread_mutex_unlock(&lp.mu);
         if (end || got)
             return got;
@@ -283,11 +299,7 @@ static bool take_back(void)
         return false;
     let_loop_go = false;
     pthread_mutex_lock(&lp.mu);
-    took_back = !lp.end && lp.free;
-    if (took_back) {
-        lp.free = false;
-        disarm();
-    }
+    took_back = take_if_free();
     pthread_mutex_unlock(&lp.mu);
     return took_back;
 }

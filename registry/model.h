@@ -138,8 +138,9 @@ struct reg {
     bool commit_started, commit_stop;
     bool leading;                /* a thread leads (the commit thread or reg_lead's):
                                   * what is queued is its (reg_quiesce waits) */
-    int notifying;               /* leaders that let go, their batch's last
-                                  * subscribers still running (reg_quiesce waits) */
+    int notifying;               /* leaders that let go, their batch's answers
+                                  * and last subscribers still running
+                                  * (reg_quiesce waits) */
     pthread_cond_t idle_cv;      /* reg_quiesce waits: no batch queued or led */
     pthread_t commit_th;
     size_t pend_links;           /* queued objects to link: index room kept */

@@ -247,11 +247,17 @@ static void count_mutation(const struct reg_change *ch, int nch, bool commit)
 }
 
 static void let_go(struct reg *reg);
+static _Thread_local bool leads;     /* this thread leads (reg_leads) */
+
+bool reg_leads(void)
+{
+    return leads;
+}
 
 /* Commit and apply every queued mutation: wlock held on entry and return.
- * True when it let go of the lead (nothing was queued once its callers
- * were answered): its reg_subscribe_after subscribers then ran while the
- * next caller could lead. */
+ * True when it let go of the lead (nothing was queued once its events were
+ * published): its answers and reg_subscribe_after subscribers then ran
+ * while the next caller could lead. */
 static bool lead(struct reg *reg)
 {
     gather(reg);
@@ -337,10 +343,10 @@ static bool lead(struct reg *reg)
         }
         mut_publish(reg, ev0, ev1);
         /* With nothing queued the lead is let go before the answers: the
-         * caller's next mutation need not wait for the last subscribers to
-         * be led, and an answer knows that its thread commits nothing more
-         * (reg_leads). The FUSE callers first: the prober's wake-up and the
-         * like can come after (reg_subscribe_after). */
+         * caller's next mutation is led at once, not after these last
+         * subscribers, and an answer knows that its thread commits nothing
+         * more (reg_leads). The FUSE callers first: the prober's wake-up
+         * and the like can come after (reg_subscribe_after). */
         pthread_mutex_lock(&reg->wlock);
         if (!reg->qhead) {
             gone = true;
@@ -364,13 +370,6 @@ static bool lead(struct reg *reg)
 /* Lead every queued batch, then let go (wlock held on entry and return):
  * the commit thread's turn, or a thread's that took the lead at submit. A
  * mutation queued while a leader leads is its, without a wake-up. */
-static _Thread_local bool leads;     /* this thread leads (reg_leads) */
-
-bool reg_leads(void)
-{
-    return leads;
-}
-
 static void lead_all(struct reg *reg)
 {
     reg->leading = leads = true;

@@ -21,10 +21,14 @@
  *      has its kind's fin and its reply called on the leader's thread,
  *      still with no registry lock held, before the reg_subscribe_after
  *      subscribers run; a waiting caller is woken after them. The leader
- *      leads again while anything is queued; with nothing queued once its
- *      callers were answered it lets go before those last subscribers, so
- *      that a caller's next mutation is led at once (reg->notify_mu keeps
- *      the batches' subscribers in commit order).
+ *      leads again while anything is queued; with nothing queued after its
+ *      batch's events were published it lets go before the answers, so
+ *      that a caller's next mutation is led at once and an answer knows its
+ *      thread commits nothing more (reg_leads). Another leader may then
+ *      commit and apply the next batch before these answers go out (an
+ *      answer that reads the registry sees it; the kernel keeps FUSE calls
+ *      on the same name apart until answered), its subscribers after these
+ *      ones: reg->notify_mu keeps the batches' subscribers in commit order.
  * A failed commit fails its batch and every mutation queued behind it (they
  * were validated against it): their marks are undone, nothing is applied.
  * A mutation that needs no commit (a probe result changing only health,

@@ -116,10 +116,11 @@ void reg_quiesce(struct reg *reg);
  * nothing changed). A caller that must not wait for the commit (the FUSE
  * thread) sets a reply first: reg_reply_set(fn, arg); the next of these
  * calls on its thread then returns REG_QUEUED once validated and queued, and
- * fn(arg, rc) is called exactly once, later, on the thread that leads its
+ * fn(arg, rc) is called exactly once, later, on the thread that led its
  * commit (the registry's commit thread, or reg_lead's) with no registry
  * lock held but notify_mu (above), after the commit that holds it (rc 0)
- * or its failure (rc < 0; nothing applied). A call refused at validation,
+ * or its failure (rc < 0; nothing applied). A later batch may have been
+ * committed and applied by then (the lead let go: reg_leads). A call refused at validation,
  * or with nothing to commit, returns as without a reply and fn is not
  * called. Clear it after the call either way: reg_reply_set(NULL, NULL).
  * fn must not call the registry's mutations (it would wait on itself). */

@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -270,10 +269,7 @@ static void sess_stop(struct sess *s, bool failed)
         s->csifs = 0;
     }
     tp_kill_all();
-    for (int i = 0, c; i < 4 && (c = mw_conn(s->mnt)) >= 0; i++) {
-        mw_abort(c);
-        umount2(s->mnt, MNT_DETACH);
-    }
+    mw_unmount_all(s->mnt);
     for (int k = 0; k < n; k++)
         reap_or_kill(load[k], 5000);
     if (s->cwd.in > 0)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -187,6 +188,71 @@ Test(commit, sigterm_while_the_fuse_thread_commits_answers_the_commit)
     cr_assert_eq(wait_op(op), 0, "the mkdir whose commit the SIGTERM found failed");
     spawn("gc-term", NULL);
     cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a"), 0, "the answered mkdir is lost");
+}
+
+/* The loop thread ("csifs" or "csifs-fuse") of csifs asleep in
+ * epoll_wait, with its voluntary switches; 0 when none. */
+static pid_t epoll_sleeper(unsigned long *switches)
+{
+    char path[128], comm[32] = "", line[256];
+    for (int tid = t.pid; tid < t.pid + 4096; tid++) {
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", t.pid, tid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        bool loop = fgets(comm, sizeof(comm), f) &&
+                    (!strcmp(comm, "csifs\n") || !strcmp(comm, "csifs-fuse\n"));
+        fclose(f);
+        long nr = -1;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", t.pid, tid);
+        if (loop && (f = fopen(path, "re"))) {
+            if (fscanf(f, "%ld", &nr) != 1)
+                nr = -1;
+            fclose(f);
+        }
+        if (nr != SYS_epoll_wait && nr != SYS_epoll_pwait)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t.pid, tid);
+        if (!(f = fopen(path, "re")))
+            continue;
+        while (fgets(line, sizeof(line), f))
+            if (sscanf(line, "voluntary_ctxt_switches: %lu", switches) == 1)
+                break;
+        fclose(f);
+        return tid;
+    }
+    return 0;
+}
+
+/* A lone writer's commits, led by the FUSE thread that read each (the loop
+ * let go, fs/serve.c), wake the loop's other thread only for a request that
+ * arrives during a commit: through a serial loop of mkdir, ln -s and rmdir
+ * it sleeps on in epoll_wait (a chunk of cycles in which it woke, or took
+ * the loop, counts as woken). */
+Test(commit, a_lone_writer_wakes_no_second_reader)
+{
+    spawn("gc-lone", NULL);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p/first && rmdir csi-node/p/first"), 0);
+    unsigned long before = 0, after = 0;
+    pid_t tid = 0;
+    for (int64_t end = tu_now_ms() + tu_ms(5000); !tid && tu_now_ms() < end; tu_sleep_ms(20))
+        tid = epoll_sleeper(&before);
+    cr_assert_neq(tid, 0, "no loop thread sleeps in epoll_wait after a commit");
+    enum { CHUNKS = 10, CYCLES = 20 };
+    int woken = 0;
+    for (int c = 0; c < CHUNKS; c++) {
+        cr_assert_eq(tf_sh(&t, "i=0; while [ $i -lt %d ]; do mkdir csi-node/p/a$i && "
+                               "ln -s /run/x.sock csi-node/p/a$i/socket && "
+                               "rmdir csi-node/p/a$i || exit 1; i=$((i + 1)); done", CYCLES), 0);
+        pid_t now = epoll_sleeper(&after);
+        woken += now != tid || after != before;
+        tid = now;
+        before = after;
+    }
+    fprintf(stderr, "a_lone_writer_wakes_no_second_reader: woken in %d of %d chunks\n", woken,
+            CHUNKS);
+    cr_assert_lt(woken, CHUNKS / 2, "the second reader woke in %d of %d chunks of %d cycles",
+                 woken, CHUNKS, CYCLES);
 }
 
 static bool exists(void *path)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -54,6 +55,16 @@ int mw_conn(const char *mnt)
 int mw_abort(int conn)
 {
     return conn < 0 ? -ENOENT : csifs_conn_abort((unsigned)conn);
+}
+
+void mw_unmount_all(const char *mnt)
+{
+    for (int k = 0, conn; k < 8 && (conn = mw_conn(mnt)) >= 0; k++) {
+        (void)mw_abort(conn);
+        if (umount2(mnt, MNT_DETACH) < 0)
+            break;
+    }
+    (void)umount2(mnt, MNT_DETACH);   /* EINVAL: nothing mounted there */
 }
 
 int mw_wait(pid_t pid, int64_t ms)

@@ -18,6 +18,11 @@ int mw_conn(const char *mnt);
 /* echo 1 > /sys/fs/fuse/connections/<conn>/abort (mounting fusectl first
  * when needed); 0 or -errno. */
 int mw_abort(int conn);
+/* Abort and detach every FUSE mount stacked on mnt, topmost first, each
+ * connection found by mnt in mountinfo at the time (never by a number
+ * noted earlier: an ended connection's number goes to the next mount,
+ * maybe another run's); then detach whatever is left there. */
+void mw_unmount_all(const char *mnt);
 /* Run fn(arg) in a child; its exit code (fn's return), 128+signal, or
  * -ETIMEDOUT after ms (unscaled): the child then gets SIGKILL and, if it is
  * stuck in the kernel, is reaped later by mw_reap_stuck. */

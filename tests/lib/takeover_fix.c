@@ -5,15 +5,12 @@
 #include "tests/lib/plugin_proc.h"
 #include "tests/lib/testutil.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define TX_OPTS "heartbeat=100ms"
@@ -78,23 +75,6 @@ int tx_setup(void)
     return rc < 0 ? rc : hd_start(&tx_hd2);
 }
 
-/* Abort and detach what is mounted on m, topmost first. The connection is
- * found by the test's own mount point in mountinfo at the time, never by a
- * number noted earlier: once a connection ends, its number goes to the
- * next mount, maybe another test's running beside. A connection detached
- * already ends with its last fd (the pids killed, the holders stopped). */
-static void unmount_all(const char *m)
-{
-    for (int k = 0; k < 8; k++) {
-        int conn = mw_conn(m);
-        if (conn < 0)
-            break;
-        (void)mw_abort(conn);
-        if (umount2(m, MNT_DETACH) < 0)
-            break;
-    }
-}
-
 void tx_teardown(void)
 {
     char cmd[8400];
@@ -102,14 +82,18 @@ void tx_teardown(void)
     (void)!system(cmd);
     char m2[4200];
     snprintf(m2, sizeof(m2), "%s2", tx_mnt);
-    unmount_all(tx_mnt);
-    unmount_all(m2);
+    /* before the kills: a wedged mount frees whoever waits on it; after:
+     * what a successor mounted meanwhile */
+    mw_unmount_all(tx_mnt);
+    mw_unmount_all(m2);
     for (int k = 0; k < TX_PIDS; k++)
         if (pids[k] > 0)
             tx_kill_reap(pids[k], SIGKILL);
     tp_kill_all();
     hd_stop(&tx_hd);
     hd_stop(&tx_hd2);
+    mw_unmount_all(tx_mnt);
+    mw_unmount_all(m2);
     if (tx_dir)
         tu_rmrf(tx_dir);
     free(tx_dir);
