@@ -90,6 +90,28 @@ Test(oplog, levels_callers_states_summary_and_refusals)
     LOG_HAS(TS "info restored 1 plugins, 0 instances from .* in [0-9]+ ms$");
 }
 
+/* A caller that execs keeps its pid and takes the new program's name: each
+ * change is logged with the name the caller had when it made it. */
+Test(oplog, a_caller_that_execs_is_logged_by_its_new_name)
+{
+    spawn_logged("");
+    char pidf[600], re[256], pid[32] = "";
+    snprintf(pidf, sizeof(pidf), "%s/perl.pid", t.dir);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/q && perl -e '$| = 1; open(my $f, \">\", "
+                           "\"%s\") or exit 2; print $f $$; close($f); mkdir(\"csi-node/q/x\") "
+                           "or exit 1; exec(\"rmdir\", \"csi-node/q/x\")'", pidf), 0);
+    FILE *f = fopen(pidf, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(pid, sizeof(pid), f));
+    fclose(f);
+    snprintf(re, sizeof(re), TS "info registered csi-node/q/x by uid [0-9]+ pid %s \\(perl\\)$",
+             pid);
+    LOG_HAS(re);
+    snprintf(re, sizeof(re), TS "info deregistered csi-node/q/x by uid [0-9]+ pid %s "
+             "\\(rmdir\\)$", pid);
+    LOG_HAS(re);
+}
+
 Test(oplog, log_level_warning_keeps_only_warnings)
 {
     spawn_logged("heartbeat=30s,probe_timeout=1s,log_level=warning");
