@@ -7,8 +7,8 @@
  * any fork); fs_loop() serves requests until unmounted, fs_exit() or a
  * signal, on one FUSE thread at a time (fs/serve.h) that never waits for a
  * commit: a committing request is answered by the thread that leads its
- * commit, the registry's commit thread or a FUSE thread that handed the
- * loop to the other one first (fs/ops_write.c), and fs_loop returns once
+ * commit, the registry's commit thread or a FUSE thread that let the loop
+ * go first (fs/serve.c, fs/ops_write.c), and fs_loop returns once
  * every one is answered.
  */
 #ifndef CSIFS_FS_H

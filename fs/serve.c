@@ -186,8 +186,9 @@ static int sleep_until_ready(int fd)
  * the handlers, so handlers never run concurrently. A handler that defers
  * work (a commit to lead) makes its thread let the loop go after the
  * request, run the work, then take the loop again. While the loop is free
- * /dev/fuse is in lp.ep (EPOLLONESHOT), where the other thread sleeps: a request that arrives meanwhile wakes it and it holds the loop,
- * so a reader's request never waits for that work (DESIGN 7); a lone
+ * /dev/fuse is in lp.ep (EPOLLONESHOT), where the other thread sleeps: a
+ * request that arrives meanwhile wakes it and it holds the loop, so a
+ * reader's request never waits for that work (DESIGN 7); a lone
  * writer's commit, with no request behind it, wakes nobody, and the thread
  * takes the loop back before the answer that ends its work (take_back).
  * Lock order: lp.mu is innermost (only epoll_ctl and the standby's start

@@ -34,9 +34,10 @@ void fs_serve_stay_awake(int64_t ns);
 /* Whether this thread runs the loop (fs_serve_defer is honoured). */
 bool fs_serve_can_defer(void);
 /* From a handler: once this request is processed, the thread lets the
- * loop go, runs fn(arg), then reads again. A request that arrives
- * meanwhile wakes a second thread (started on first use), which reads it
- * and holds the loop from then on. Work that may block (a commit's fsync)
+ * loop go, runs fn(arg), then reads again, or waits its turn if the other
+ * thread took the loop. A request that arrives meanwhile wakes that second
+ * thread (started on first use, when it takes the loop at once), which
+ * reads it and holds the loop from then on. Work that may block (a commit's fsync)
  * thus never makes a request wait. The last one set per request runs. */
 void fs_serve_defer(void (*fn)(void *), void *arg);
 

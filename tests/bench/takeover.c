@@ -196,10 +196,8 @@ void bench_takeover(void)
         kill(pid, SIGTERM);
         hd_reap(pid, 30000);
     }
-    for (int k = 0, c; t.mnt && k < 4 && (c = mw_conn(t.mnt)) >= 0; k++) {
-        mw_abort(c);
-        umount2(t.mnt, MNT_DETACH);
-    }
+    if (t.mnt)
+        mw_unmount_all(t.mnt);
     tp_stop(&plug);
     hd_stop(&h);
     if (t.dir)

@@ -209,10 +209,7 @@ static void cleanup(struct round *r, bool *stuck)
     r->old = 0;
     stop_pid(&r->csifs, SIGTERM);
     tp_kill_all();
-    for (int i = 0, c; i < 4 && (c = mw_conn(r->mnt)) >= 0; i++) {
-        mw_abort(c);                /* a connection on our own mount point */
-        umount2(r->mnt, MNT_DETACH);
-    }
+    mw_unmount_all(r->mnt);
     for (int w = 0; w < r->env.writers; w++)
         stop_pid(&r->writer[w], SIGKILL);
     stop_pid(&r->csifs, SIGKILL);

@@ -3,6 +3,7 @@
  * -o debug_commit_delay_ms=N (every commit held N ms) and
  * -o debug_fail_commit=FILE (the next commit fails while FILE exists). */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -160,10 +161,11 @@ Test(commit, readers_do_not_wait_for_commits)
     cr_assert_eq(tf_sh(&t, "test \"$(cat csi-node/p/a7/mount_point)\" = /mnt/x"), 0);
 }
 
-/* A lone mutation is committed by the FUSE thread that read it, once its
- * loop is handed to the second FUSE thread (fs/serve.c): a SIGTERM while
- * that commit is held ends the loop, the commit is answered, csifs exits 0,
- * and the change is there after a restart. Meanwhile readers are served. */
+/* A lone mutation is committed by the FUSE thread that read it, once it let
+ * the loop go (a reader's request wakes the second FUSE thread:
+ * fs/serve.c): a SIGTERM while that commit is held ends the loop, the
+ * commit is answered, csifs exits 0, and the change is there after a
+ * restart. Meanwhile readers are served. */
 Test(commit, sigterm_while_the_fuse_thread_commits_answers_the_commit)
 {
     spawn("gc-term", NULL);
@@ -190,38 +192,64 @@ Test(commit, sigterm_while_the_fuse_thread_commits_answers_the_commit)
     cr_assert_eq(tf_sh(&t, "test -d csi-node/p/a"), 0, "the answered mkdir is lost");
 }
 
+/* Whether nr is the number of an epoll_wait system call. */
+static bool is_epoll_wait(long nr)
+{
+#ifdef SYS_epoll_wait
+    if (nr == SYS_epoll_wait)
+        return true;
+#endif
+    return nr == SYS_epoll_pwait;
+}
+
+/* The value of a "Name: N" line of a /proc status file, or 0. */
+static unsigned long status_value(const char *path, const char *name)
+{
+    char line[256];
+    unsigned long v = 0;
+    size_t n = strlen(name);
+    FILE *f = fopen(path, "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, name, n) && line[n] == ':')
+            v = strtoul(line + n + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
 /* The loop thread ("csifs" or "csifs-fuse") of csifs asleep in
  * epoll_wait, with its voluntary switches; 0 when none. */
 static pid_t epoll_sleeper(unsigned long *switches)
 {
-    char path[128], comm[32] = "", line[256];
-    for (int tid = t.pid; tid < t.pid + 4096; tid++) {
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", t.pid, tid);
-        FILE *f = fopen(path, "re");
-        if (!f)
+    char dir[64], path[600], comm[32];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", t.pid);
+    DIR *d = opendir(dir);
+    pid_t found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
             continue;
-        bool loop = fgets(comm, sizeof(comm), f) &&
+        snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "re");
+        bool loop = f && fgets(comm, sizeof(comm), f) &&
                     (!strcmp(comm, "csifs\n") || !strcmp(comm, "csifs-fuse\n"));
-        fclose(f);
+        if (f)
+            fclose(f);
         long nr = -1;
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", t.pid, tid);
+        snprintf(path, sizeof(path), "%s/%s/syscall", dir, e->d_name);
         if (loop && (f = fopen(path, "re"))) {
             if (fscanf(f, "%ld", &nr) != 1)
                 nr = -1;
             fclose(f);
         }
-        if (nr != SYS_epoll_wait && nr != SYS_epoll_pwait)
+        if (!is_epoll_wait(nr))
             continue;
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t.pid, tid);
-        if (!(f = fopen(path, "re")))
-            continue;
-        while (fgets(line, sizeof(line), f))
-            if (sscanf(line, "voluntary_ctxt_switches: %lu", switches) == 1)
-                break;
-        fclose(f);
-        return tid;
+        snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
+        *switches = status_value(path, "voluntary_ctxt_switches");
+        found = (pid_t)atoi(e->d_name);
     }
-    return 0;
+    if (d)
+        closedir(d);
+    return found;
 }
 
 /* A lone writer's commits, led by the FUSE thread that read each (the loop

@@ -99,7 +99,7 @@ Test(oplog, a_caller_that_execs_is_logged_by_its_new_name)
     snprintf(pidf, sizeof(pidf), "%s/perl.pid", t.dir);
     cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/q && perl -e '$| = 1; open(my $f, \">\", "
                            "\"%s\") or exit 2; print $f $$; close($f); mkdir(\"csi-node/q/x\") "
-                           "or exit 1; exec(\"rmdir\", \"csi-node/q/x\")'", pidf), 0);
+                           "or exit 1; exec(\"rmdir\", \"csi-node/q/x\") or exit 3'", pidf), 0);
     FILE *f = fopen(pidf, "r");
     cr_assert_not_null(f);
     cr_assert_not_null(fgets(pid, sizeof(pid), f));

@@ -260,10 +260,7 @@ out:
         mw_wait(csifs, 2000);
     }
     tp_kill_all();
-    for (int i = 0, c; i < 4 && (c = mw_conn(mnt)) >= 0; i++) {
-        mw_abort(c);                    /* our own mount only */
-        umount2(mnt, MNT_DETACH);
-    }
+    mw_unmount_all(mnt);
     mw_reap_stuck(2000);
     if (!failures || !getenv("STRESS_KEEP"))
         tu_rmrf(dir);
