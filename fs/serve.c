@@ -212,9 +212,10 @@ static _Thread_local struct {
     void *arg;
 } deferred;
 static _Thread_local bool in_loop;
-/* This thread let the loop go for deferred work (free_loop), and whether it
- * took it back early (take_back). */
-static _Thread_local bool let_loop_go, took_back;
+/* Where this thread's deferred work left the loop: held (none, or the
+ * loop could not be let go), let go (free_loop), taken back early by the
+ * answer that ended the work (take_back). */
+static _Thread_local enum { LOOP_HELD, LOOP_LET_GO, LOOP_TAKEN_BACK } mine;
 
 bool fs_serve_can_defer(void)
 {
@@ -296,13 +297,13 @@ static bool take_loop(void)
  * answer releases then find it, and the other thread is not woken. */
 static bool take_back(void)
 {
-    if (!let_loop_go)
+    if (mine != LOOP_LET_GO)
         return false;
-    let_loop_go = false;
     pthread_mutex_lock(&lp.mu);
-    took_back = take_if_free();
+    if (take_if_free())
+        mine = LOOP_TAKEN_BACK;
     pthread_mutex_unlock(&lp.mu);
-    return took_back;
+    return mine == LOOP_TAKEN_BACK;
 }
 
 static int serve_loop(struct fuse_session *se, bool holds);
@@ -378,19 +379,17 @@ static int serve_loop(struct fuse_session *se, bool holds)
                 continue;
             void (*fn)(void *) = deferred.fn;
             deferred.fn = NULL;
-            let_loop_go = free_loop(se);
-            bool freed = let_loop_go;
+            mine = free_loop(se) ? LOOP_LET_GO : LOOP_HELD;
             fn(deferred.arg);
-            let_loop_go = false;
-            if (!freed)
+            if (mine == LOOP_HELD)
                 continue;
             /* Its answers went out: the requests they release come to this
              * thread if it took the loop back before the last one
              * (fs_serve_kick), else to the holder (woken by the answers if
              * it slept) or, once it lets the loop go, to this one. */
-            bool held = took_back;
-            took_back = false;
-            if (!held && !take_loop())
+            bool let_go = mine == LOOP_LET_GO;
+            mine = LOOP_HELD;
+            if (let_go && !take_loop())
                 goto out;
             awake_until = csifs_mono_ns() + FS_SPIN_NS;
         } else if (res != -EINTR) {

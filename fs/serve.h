@@ -37,8 +37,9 @@ bool fs_serve_can_defer(void);
  * loop go, runs fn(arg), then reads again, or waits its turn if the other
  * thread took the loop. A request that arrives meanwhile wakes that second
  * thread (started on first use, when it takes the loop at once), which
- * reads it and holds the loop from then on. Work that may block (a commit's fsync)
- * thus never makes a request wait. The last one set per request runs. */
+ * reads it and holds the loop from then on. Work that may block (a
+ * commit's fsync) thus never makes a request wait. The last one set per
+ * request runs. */
 void fs_serve_defer(void (*fn)(void *), void *arg);
 
 /* The request being processed on this thread, from its struct

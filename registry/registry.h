@@ -120,10 +120,11 @@ void reg_quiesce(struct reg *reg);
  * commit (the registry's commit thread, or reg_lead's) with no registry
  * lock held but notify_mu (above), after the commit that holds it (rc 0)
  * or its failure (rc < 0; nothing applied). A later batch may have
- * been committed and applied by then (the lead let go: reg_leads). A call refused at validation,
- * or with nothing to commit, returns as without a reply and fn is not
- * called. Clear it after the call either way: reg_reply_set(NULL, NULL).
- * fn must not call the registry's mutations (it would wait on itself). */
+ * been committed and applied by then (the lead let go: reg_leads). A
+ * call refused at validation, or with nothing to commit, returns as
+ * without a reply and fn is not called. Clear it after the call either
+ * way: reg_reply_set(NULL, NULL). fn must not call the registry's
+ * mutations (it would wait on itself). */
 #define REG_QUEUED 1
 typedef void (*reg_reply_fn)(void *arg, int rc);
 void reg_reply_set(reg_reply_fn fn, void *arg);
@@ -133,9 +134,10 @@ void reg_reply_set(reg_reply_fn fn, void *arg);
  * thread, whose wake-up it saves. reg_lead_due() says so (the registry, or
  * NULL; it clears), and the thread must then call reg_lead(reg) as soon as
  * it holds nothing a reader waits for (the FUSE thread: once it has let
- * its loop go, fs_serve_defer, DESIGN 7): it commits and answers every batch
- * queued until the queue is empty, fn called on it then. Until it does, the
- * thread makes no other registry mutation (it would wait for itself). */
+ * its loop go, fs_serve_defer, DESIGN 7): it commits and answers every
+ * batch queued until the queue is empty, fn called on it then. Until it
+ * does, the thread makes no other registry mutation (it would wait for
+ * itself). */
 void reg_lead_offer(bool on);
 struct reg *reg_lead_due(void);
 void reg_lead(struct reg *reg);

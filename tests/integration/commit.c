@@ -202,21 +202,6 @@ static bool is_epoll_wait(long nr)
     return nr == SYS_epoll_pwait;
 }
 
-/* The value of a "Name: N" line of a /proc status file, or 0. */
-static unsigned long status_value(const char *path, const char *name)
-{
-    char line[256];
-    unsigned long v = 0;
-    size_t n = strlen(name);
-    FILE *f = fopen(path, "re");
-    while (f && fgets(line, sizeof(line), f))
-        if (!strncmp(line, name, n) && line[n] == ':')
-            v = strtoul(line + n + 1, NULL, 10);
-    if (f)
-        fclose(f);
-    return v;
-}
-
 /* The loop thread ("csifs" or "csifs-fuse") of csifs asleep in
  * epoll_wait, with its voluntary switches; 0 when none. */
 static pid_t epoll_sleeper(unsigned long *switches)
@@ -243,8 +228,10 @@ static pid_t epoll_sleeper(unsigned long *switches)
         }
         if (!is_epoll_wait(nr))
             continue;
+        char v[32] = "0";
         snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
-        *switches = status_value(path, "voluntary_ctxt_switches");
+        (void)tu_proc_field(path, "voluntary_ctxt_switches", v, sizeof(v));
+        *switches = strtoul(v, NULL, 10);
         found = (pid_t)atoi(e->d_name);
     }
     if (d)

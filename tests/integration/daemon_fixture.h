@@ -48,17 +48,9 @@ static long lock_pid(const char *state)
 /* Exited: no such process, or a zombie its reaper has not reaped yet. */
 static bool gone(long pid)
 {
-    char path[64], line[128];
+    char path[64], state[64];
     snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return true;
-    bool z = false;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, "State:", 6))
-            z = strchr(line, 'Z') != NULL;
-    fclose(f);
-    return z;
+    return !tu_proc_field(path, "State", state, sizeof(state)) || strchr(state, 'Z');
 }
 
 static bool gone_cond(void *arg)

@@ -203,7 +203,7 @@ Test(daemon_mode, sd_notify_ready_once_serving_and_stopping_on_sigterm)
  * block SIGTERM; 0 if none. */
 static pid_t other_thread(pid_t pid)
 {
-    char path[128], line[256];
+    char path[128], blk[32];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
     cr_assert(d);
@@ -213,14 +213,8 @@ static pid_t other_thread(pid_t pid)
         if (tid <= 0 || tid == pid)
             continue;
         snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-        FILE *f = fopen(path, "r");
-        unsigned long long blk = ~0ull;
-        while (f && fgets(line, sizeof(line), f))
-            if (!strncmp(line, "SigBlk:", 7))
-                blk = strtoull(line + 7, NULL, 16);
-        if (f)
-            fclose(f);
-        if (!(blk & (1ull << (SIGTERM - 1))))
+        if (tu_proc_field(path, "SigBlk", blk, sizeof(blk)) &&
+            !(strtoull(blk, NULL, 16) & (1ull << (SIGTERM - 1))))
             found = tid;
     }
     closedir(d);

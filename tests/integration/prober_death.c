@@ -214,7 +214,7 @@ Test(prober_death, heartbeats_of_a_thousand_instances_spread_evenly, .timeout = 
 /* Context switches of every thread of pid, summed. */
 static long long ctxt_switches(pid_t pid)
 {
-    char dir[64], path[384], line[256];
+    char dir[64], path[384], v[32];
     snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
     DIR *d = opendir(dir);
     cr_assert(d, "%s: %s", dir, strerror(errno));
@@ -224,16 +224,11 @@ static long long ctxt_switches(pid_t pid)
         if (e->d_name[0] == '.')
             continue;
         snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;       /* a thread that just ended */
-        while (fgets(line, sizeof(line), f)) {
-            long long v;
-            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
-                sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1)
-                sum += v;
-        }
-        fclose(f);
+        /* a thread that just ended has no file: nothing added */
+        if (tu_proc_field(path, "voluntary_ctxt_switches", v, sizeof(v)))
+            sum += strtoll(v, NULL, 10);
+        if (tu_proc_field(path, "nonvoluntary_ctxt_switches", v, sizeof(v)))
+            sum += strtoll(v, NULL, 10);
     }
     closedir(d);
     return sum;

@@ -171,6 +171,24 @@ bool tu_thread_in_d(long pid, const char *fn)
     return found;
 }
 
+bool tu_proc_field(const char *path, const char *name, char *buf, size_t cap)
+{
+    char line[512];
+    size_t n = strlen(name);
+    bool found = false;
+    FILE *f = fopen(path, "re");
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, name, n) || line[n] != ':')
+            continue;
+        const char *v = line + n + 1 + strspn(line + n + 1, " \t");
+        snprintf(buf, cap, "%.*s", (int)strcspn(v, "\n"), v);
+        found = true;
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
 long tu_child_of(long pid)
 {
     char path[96];

@@ -43,6 +43,10 @@ int tu_vsh(const char *dir, const char *fmt, va_list ap);
 /* A thread of pid in state D (uninterruptible, in the kernel) whose wchan
  * starts with fn (NULL: any). */
 bool tu_thread_in_d(long pid, const char *fn);
+/* The value of field name ("State", "SigBlk", ...) in a /proc status
+ * file (/proc/PID/status, /proc/PID/task/TID/status), leading blanks and
+ * the newline cut, in buf; false when the file or the field is missing. */
+bool tu_proc_field(const char *path, const char *name, char *buf, size_t cap);
 /* The first child of pid's main thread (/proc/PID/task/PID/children), 0
  * none. */
 long tu_child_of(long pid);
