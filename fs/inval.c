@@ -13,10 +13,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-
-#ifndef FUSE_DEV_IOC_CLONE
-#define FUSE_DEV_IOC_CLONE _IOR(229, 0, uint32_t)   /* linux/fuse.h */
-#endif
+#include <linux/fuse.h>
 
 struct entry_job {
     fuse_ino_t parent;               /* the inode itself when inode */
@@ -248,6 +245,19 @@ static void wake_pollers(struct fs *fs, uint64_t inst)
     pthread_mutex_unlock(&v->mu);
 }
 
+/* parent/name went away: its entry is invalidated, unless the change is
+ * the caller's own RMDIR or UNLINK of that name, whose dentry the kernel
+ * drops itself once it has the answer (the helper's invalidation would
+ * wait for that on the directory's lock and find nothing left). */
+static void gone(struct fs *fs, const struct reg_change *c, fuse_ino_t parent, const char *name)
+{
+    const struct reg_ring_key *k = c->req;
+    if (k && (k->opcode == FUSE_RMDIR || k->opcode == FUSE_UNLINK) && k->parent == parent &&
+        !strcmp(k->name, name))
+        return;
+    fs_inval_entry(fs, parent, name);
+}
+
 void fs_inval_change(struct fs *fs, const struct reg_change *c)
 {
     fuse_ino_t type_dir = fs_ino(0, SLOT_TYPE0 + c->type);
@@ -262,14 +272,14 @@ void fs_inval_change(struct fs *fs, const struct reg_change *c)
         break;
     case REG_C_PLUGIN_DEL:
         inode(fs, type_dir);
-        fs_inval_entry(fs, type_dir, c->plugin_name);
+        gone(fs, c, type_dir, c->plugin_name);
         break;
     case REG_C_INST_ADD:
         inode(fs, plugin_dir);
         break;
     case REG_C_INST_DEL:
         inode(fs, plugin_dir);
-        fs_inval_entry(fs, plugin_dir, c->alloc_name);
+        gone(fs, c, plugin_dir, c->alloc_name);
         wake_pollers(fs, c->inst);
         break;
     case REG_C_CURRENT:
@@ -283,7 +293,7 @@ void fs_inval_change(struct fs *fs, const struct reg_change *c)
         inode(fs, fs_ino(c->inst, fs_kinds[K_SOCKET].slot));
         attrs(fs, c->inst, c->type, 0, NULL, 0);
         if (reg_get(fs->reg, c->inst, &n) == 0 && !n.has_socket)
-            fs_inval_entry(fs, inst_dir, fs_kinds[K_SOCKET].name);
+            gone(fs, c, inst_dir, fs_kinds[K_SOCKET].name);
         break;
     case REG_C_ATTR:
         /* a write changes the instance's mtime: every file in it */

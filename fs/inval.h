@@ -11,7 +11,9 @@
  *     which writes it to the connection, since it may wait on a directory
  *     lock in the kernel. Until it runs, the stale name's inode answers
  *     ENOENT (its attributes were dropped synchronously), so no process
- *     sees a stale value.
+ *     sees a stale value. None for the name the caller's own RMDIR or
+ *     UNLINK removed: the kernel drops that dentry itself once answered
+ *     (the helper's write would wait on the directory's lock for that).
  * Also wakes poll() on attribute files (sysfs style).
  */
 #ifndef CSIFS_INVAL_H

@@ -117,6 +117,7 @@ struct reg_change *mut_emit(struct reg *reg, struct mut *m, enum reg_change_kind
     strcpy(c->plugin_name, p->name);
     c->attr = attr;
     c->who = m->who;
+    c->req = m->ring.key.unique ? &m->ring.key : NULL;
     if (i) {
         c->inst = o->seq;
         strcpy(c->alloc_name, o->name);

@@ -289,6 +289,7 @@ struct reg_change {
     uint64_t gen;                   /* REG_C_SOCKET: the new generation */
     uint64_t to;                    /* REG_C_CURRENT: the new current (0: none) */
     struct reg_caller who;          /* whose mutation it came from */
+    const struct reg_ring_key *req; /* the FUSE request it answers (NULL: none) */
     /* REG_C_HEALTH: the change itself (health, ready, reason);
      * REG_C_HISTORY: the probe's outcome (as health), reason, latency */
     enum reg_health health;

@@ -513,3 +513,28 @@ Test(views, invalidations_only_for_known_inodes)
     cr_assert_geq(sent3 - sent2, 2, "z and z/health at least");
     cr_assert_eq(missed3, missed2);
 }
+
+/* The kernel drops the dentry of a name its own RMDIR or UNLINK removed
+ * once it has the answer: csifs queues no entry invalidation for it (the
+ * helper's would wait for the call to end and find nothing). A name that
+ * goes with it (`current`) still gets one, and reads gone at once. */
+Test(views, own_removals_queue_no_entry_invalidation)
+{
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p"), 0);
+    uint64_t q0 = fs_invalidations_queued(t.fs);
+    for (int k = 0; k < 20; k++)
+        cr_assert_eq(tf_sh(&t, "mkdir csi-node/p/a%d && ln -s /x%d.sock csi-node/p/a%d/socket && "
+                               "ls csi-node/p/a%d >/dev/null && rm csi-node/p/a%d/socket && "
+                               "ls csi-node/p >/dev/null && rmdir csi-node/p/a%d && "
+                               "! ls csi-node/p/a%d 2>/dev/null && "
+                               "[ -z \"$(ls csi-node/p)\" ]", k, k, k, k, k, k, k), 0);
+    cr_assert_eq(fs_invalidations_queued(t.fs), q0, "%llu queued for 40 own removals",
+                 (unsigned long long)(fs_invalidations_queued(t.fs) - q0));
+    cr_assert_eq(tf_sh(&t, "mkdir csi-node/p/h && ln -s /h.sock csi-node/p/h/socket"), 0);
+    cr_assert_eq(probe(seq_of("p", "h"), REG_PROBE_OK, NULL), 0);
+    cr_assert_eq(tf_sh(&t, "[ \"$(readlink csi-node/p/current)\" = h ]"), 0);
+    uint64_t q1 = fs_invalidations_queued(t.fs);
+    cr_assert_eq(tf_sh(&t, "rmdir csi-node/p/h"), 0);
+    cr_assert_geq(fs_invalidations_queued(t.fs) - q1, 1, "current went with h");
+    cr_assert_eq(tf_sh(&t, "! ls csi-node/p/current 2>/dev/null && [ -z \"$(ls csi-node/p)\" ]"), 0);
+}
