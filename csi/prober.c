@@ -2,6 +2,7 @@
  * registry subscription, and bringing each instance in line with the
  * registry (see prober.h and prober_int.h for the layers below). */
 #include "csi/prober_int.h"
+#include "base/later.h"
 #include "base/thread.h"
 
 #include <errno.h>
@@ -270,7 +271,7 @@ static void *scheduler(void *arg)
     }
 }
 
-/* ---- the registry subscription (any mutating thread, writer mutex held) ---- */
+/* ---- the registry subscription (any mutating thread, after the answer) ---- */
 
 static void on_change(const struct reg_change *c, void *arg)
 {
@@ -291,7 +292,10 @@ static void on_change(const struct reg_change *c, void *arg)
     if (!p->stopped && p->ndirty < p->dirty_cap)
         p->dirty[p->ndirty++] = c->inst;
     pthread_mutex_unlock(&p->mu);
-    pr_wake(p);
+    if (p->bell >= 0)
+        csifs_later_ring(p->bell);   /* a FUSE loop's thread: at its next quiet moment */
+    else
+        pr_wake(p);
 }
 
 /* ---- life cycle ---- */
@@ -317,13 +321,15 @@ int csi_prober_start(struct csi_prober **out, struct reg *reg, const struct csi_
         p->o.probe_timeout_ms = p->o.probe_timeout_ms <= 0 ? CSIFS_PROBE_TIMEOUT_MS : INT_MAX;
     if (p->o.health_timeout_ms <= 0)
         p->o.health_timeout_ms = CSIFS_HEALTH_TIMEOUT_MS;
-    p->ino_fd = -1;
+    p->ino_fd = p->bell = -1;
     LIST_INIT(&p->all);
     TAILQ_INIT(&p->lane);
     STAILQ_INIT(&p->done);
     p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (p->wake_fd < 0)
         rc = -errno;
+    else if (csifs_later_add(p->wake_fd, &p->bell) < 0)
+        p->bell = -1;                /* rung at once, as without */
     if (rc == 0)
         rc = pr_watch_init(p);
     if (rc == 0 && (rc = csifs_thread_start(&p->thread, "csifs-prober", scheduler, p)) == 0)
@@ -385,6 +391,7 @@ void csi_prober_free(struct csi_prober *p)
     if (!p)
         return;
     csi_prober_stop(p);
+    csifs_later_remove(p->bell);
     if (p->wake_fd >= 0)
         close(p->wake_fd);
     pthread_mutex_destroy(&p->mu);

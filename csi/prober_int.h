@@ -8,7 +8,8 @@
  *
  * Threads: the scheduler thread owns every struct pinst, the heap, the
  * instance tree and the watch table (no lock). Others only hand it work
- * through the queues under csi_prober.mu and wake it through wake_fd.
+ * through the queues under csi_prober.mu and wake it through wake_fd (the
+ * registry subscriber through its csifs_later bell: base/later.h).
  */
 #ifndef CSIFS_CSI_PROBER_INT_H
 #define CSIFS_CSI_PROBER_INT_H
@@ -94,10 +95,11 @@ struct csi_prober {
     pthread_t thread;
     bool joinable;
     int wake_fd;                   /* eventfd: the queues below have work */
+    int bell;                      /* wake_fd as a csifs_later bell, -1 none */
     int ino_fd;                    /* inotify, -1 if unavailable */
 
     /* Lock order: mu is a leaf. It is taken inside registry subscriber
-     * callbacks (the registry's writer mutex held) and inside csi
+     * callbacks (no registry lock held: reg_subscribe_after) and inside csi
      * callbacks; while holding it nothing else is locked and no reg_*,
      * csi_* or blocking call is made. It guards the fields down to the
      * blank line. */

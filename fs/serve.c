@@ -24,6 +24,7 @@
 #include "fs/serve.h"
 #include "base/defaults.h"
 #include "base/knobs.h"
+#include "base/later.h"
 #include "base/thread.h"
 
 #include <errno.h>
@@ -169,6 +170,7 @@ static int sleep_until_ready(int fd)
     struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
                            { .fd = __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE),
                              .events = POLLIN } };
+    csifs_later_flush();
     __atomic_store_n(&asleep, 1, __ATOMIC_RELEASE);
     int got = poll(p, 2, -1);
     __atomic_store_n(&asleep, 0, __ATOMIC_RELEASE);
@@ -285,6 +287,7 @@ static bool take_loop(void)
         if (end || got)
             return got;
         struct epoll_event ev;
+        csifs_later_flush();
         if (epoll_wait(lp.ep, &ev, 1, -1) < 0 && errno != EINTR) {
             end_loop(-errno);
             return false;
@@ -351,11 +354,14 @@ static int serve_loop(struct fuse_session *se, bool holds)
     int64_t awake_until = 0;
     int rc = 0;
     in_loop = true;
+    csifs_later_hold(true);
     if (!holds && !take_loop())
         goto out;
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &buf);
         if (res == -EAGAIN && keep_polling(awake_until, csifs_mono_ns())) {
+            if (csifs_later_due(csifs_mono_ns()))
+                csifs_later_flush();
             continue;
         } else if (res == -EAGAIN) {
             int woken = sleep_until_ready(fd);
@@ -375,6 +381,8 @@ static int serve_loop(struct fuse_session *se, bool holds)
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
             awake_until = handed_off ? 0 : done + stay_ns;
+            if (csifs_later_due(done))
+                csifs_later_flush();
             if (!deferred.fn)
                 continue;
             void (*fn)(void *) = deferred.fn;
@@ -400,6 +408,8 @@ static int serve_loop(struct fuse_session *se, bool holds)
     end_loop(rc);
 out:
     in_loop = false;
+    csifs_later_hold(false);
+    csifs_later_flush();
     free(buf.mem);
     return rc;
 }

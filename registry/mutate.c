@@ -5,6 +5,7 @@
 #include "base/counters.h"
 #include "base/defaults.h"
 #include "base/knobs.h"
+#include "base/later.h"
 #include "base/thread.h"
 
 #include <errno.h>
@@ -296,6 +297,8 @@ static bool lead(struct reg *reg)
     if (be) {
         rc = test_hooks();
         build_txn(batch, &txn);
+        if (csifs_later_due(t))      /* held by this thread's earlier batches */
+            csifs_later_flush();
         if (rc == 0)
             rc = be->commit(be->ctx, &txn);
         room_known = (measure || rc < 0) && be->room && be->room(be->ctx, &room) == 0;
