@@ -90,34 +90,42 @@ static ssize_t comm_read(int pid, char *buf, size_t cap)
     return n;
 }
 
+/* pid's comm into buf ("" when unreadable). */
+static const char *comm_of(int pid, char *buf, size_t cap)
+{
+    ssize_t n = pid > 0 ? comm_read(pid, buf, cap - 1) : -1;
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
 static void read_comm(void)
 {
     caller_comm.read = true;
-    caller_comm.comm[0] = '\0';
-    if (caller_comm.pid <= 0)
-        return;
-    ssize_t n = comm_read(caller_comm.pid, caller_comm.comm, sizeof(caller_comm.comm) - 1);
-    caller_comm.comm[n > 0 ? n : 0] = '\0';
-    caller_comm.comm[strcspn(caller_comm.comm, "\n")] = '\0';
+    comm_of(caller_comm.pid, caller_comm.comm, sizeof(caller_comm.comm));
 }
 
-/* " by uid U pid P (comm)", or "" for a change nobody asked for (a probe).
- * Only for a line that is written: a registry change's comm is read now
- * (its caller still waits for its answer); a refusal's was read by
- * read_comm at the refusal. */
-static const char *by(const struct reg_caller *w, char *buf, size_t cap)
+/* " by uid U pid P (comm)", or "" for a change nobody asked for (a probe);
+ * comm NULL or "": none known. */
+static const char *by(const struct reg_caller *w, const char *comm, char *buf, size_t cap)
 {
     if (!w->pid)
         return "";
     int n = snprintf(buf, cap, " by uid %u pid %d", (unsigned)w->uid, (int)w->pid);
+    if (comm && *comm && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " (%s)", comm);
+    return buf;
+}
+
+/* A refusal's caller's comm: read by read_comm at the refusal, or now. */
+static const char *refused_comm(const struct reg_caller *w)
+{
     if (!caller_comm.read || caller_comm.pid != (int)w->pid) {
         caller_comm.pid = (int)w->pid;
         read_comm();
     }
-    if (*caller_comm.comm && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, " (%s)", caller_comm.comm);
     caller_comm.read = false;
-    return buf;
+    return caller_comm.comm;
 }
 
 /* A refusal's level: a full store is an operator's problem (warning), the
@@ -142,7 +150,7 @@ static int refusal_prio(const char *why)
         reg_caller_set(NULL);                                                     \
         if (*csifs_why()) {                                                         \
             csifs_log(refusal_prio(csifs_why()), "refused: " fmt "%s: %s", __VA_ARGS__, \
-                    by(&w_, who_, sizeof(who_)), csifs_why());                      \
+                    by(&w_, refused_comm(&w_), who_, sizeof(who_)), csifs_why());                      \
         }                                                                         \
         csifs_why_clear();                                                          \
     } while (0)
@@ -240,16 +248,92 @@ static int change_prio(const struct reg_change *c)
     }
 }
 
+/* A change's line is written after its answer (reg_subscribe_after), off
+ * its caller's wait, as a refusal's is. What it shows that may change
+ * later (the caller's comm: a `mkdir` ends right after its answer; the
+ * socket; the current) is read before the answer (note), into this
+ * thread's queue, in change order: the same thread then writes the lines
+ * in that order. When a batch has more lines than the queue holds, the
+ * queued ones and the next are written before the answer instead (early),
+ * still in order. */
+#define NOTES 8
+static _Thread_local struct {
+    struct note {
+        const struct reg_change *c;
+        char comm[32];
+        char v[REG_SOCKET_MAX + 64];
+    } q[NOTES];
+    unsigned head, n;
+    unsigned early;                  /* lines written by note, still to be skipped */
+} notes;
+
+static void write_line(const struct reg_change *c, const struct note *e);
+
+/* Whether c gets a line naming its caller. */
+static bool names_caller(const struct reg_change *c)
+{
+    return c->who.pid && c->kind != REG_C_HEALTH && c->kind != REG_C_HISTORY;
+}
+
+static bool has_line(const struct reg_change *c)
+{
+    int prio = change_prio(c);
+    return prio >= 0 && csifs_log_on(prio);
+}
+
+/* What c's line shows that may change later. */
+static void note_fill(struct reg *reg, const struct reg_change *c, struct note *e)
+{
+    e->c = c;
+    e->comm[0] = e->v[0] = '\0';
+    if (names_caller(c))
+        comm_of(c->who.pid, e->comm, sizeof(e->comm));
+    if (c->kind == REG_C_SOCKET && reg_socket_get(reg, c->inst, e->v, sizeof(e->v)) < 0)
+        snprintf(e->v, sizeof(e->v), "(cleared)");
+    if (c->kind == REG_C_CURRENT && reg_current_get(reg, c->plugin, e->v, sizeof(e->v)) < 0)
+        snprintf(e->v, sizeof(e->v), "(none)");
+}
+
+static void note(const struct reg_change *c, void *arg)
+{
+    struct note own;
+    if (!has_line(c))
+        return;
+    if (notes.n < NOTES) {
+        note_fill(arg, c, &notes.q[(notes.head + notes.n++) % NOTES]);
+        return;
+    }
+    /* Full: the queued lines and this one now, in order; their answers'
+     * turn skips them (early). */
+    for (; notes.n; notes.n--, notes.head = (notes.head + 1) % NOTES, notes.early++)
+        write_line(notes.q[notes.head].c, &notes.q[notes.head]);
+    note_fill(arg, c, &own);
+    write_line(c, &own);
+    notes.early++;
+}
+
 static void on_change(const struct reg_change *c, void *arg)
 {
-    struct reg *reg = arg;
+    struct note own;
+    if (notes.n && notes.q[notes.head].c == c) {
+        write_line(c, &notes.q[notes.head]);
+        notes.head = (notes.head + 1) % NOTES;
+        notes.n--;
+    } else if (!has_line(c)) {
+        return;                      /* no line (the level is set once, at start) */
+    } else if (notes.early) {
+        notes.early--;               /* written by note */
+    } else {                         /* none noted (a subscriber added meanwhile) */
+        note_fill(arg, c, &own);
+        write_line(c, &own);
+    }
+}
+
+static void write_line(const struct reg_change *c, const struct note *e)
+{
     const char *type = reg_type_names[c->type];
-    char v[512] = "", w[96];
-    int prio = change_prio(c);
-    if (prio < 0 || !csifs_log_on(prio))
-        return;                      /* no line: nothing to read */
-    const char *who = c->kind == REG_C_HEALTH || c->kind == REG_C_HISTORY
-                      ? "" : by(&c->who, w, sizeof(w));
+    char w[96];
+    const char *who = names_caller(c) ? by(&c->who, e->comm, w, sizeof(w)) : "", *v = e->v;
     switch (c->kind) {
     case REG_C_PLUGIN_ADD:
         csifs_log(LOG_INFO, "registered %s/%s%s", type, c->plugin_name, who);
@@ -264,8 +348,6 @@ static void on_change(const struct reg_change *c, void *arg)
         csifs_log(LOG_INFO, "deregistered %s/%s/%s%s", type, c->plugin_name, c->alloc_name, who);
         break;
     case REG_C_SOCKET:
-        if (reg_socket_get(reg, c->inst, v, sizeof(v)) < 0)
-            strcpy(v, "(cleared)");
         csifs_log(LOG_INFO, "%s/%s/%s: socket %s%s", type, c->plugin_name, c->alloc_name, v, who);
         break;
     case REG_C_ATTR:
@@ -281,8 +363,6 @@ static void on_change(const struct reg_change *c, void *arg)
                 c->alloc_name, outcome_names[c->outcome], c->latency_us / 1000.0, c->reason);
         break;
     case REG_C_CURRENT:
-        if (reg_current_get(reg, c->plugin, v, sizeof(v)) < 0)
-            strcpy(v, "(none)");
         csifs_log(LOG_NOTICE, "%s/%s: current %s%s", type, c->plugin_name, v, who);
         break;
     default:
@@ -292,5 +372,7 @@ static void on_change(const struct reg_change *c, void *arg)
 
 int fs_oplog_subscribe(struct reg *reg)
 {
-    return reg_subscribe(reg, on_change, reg);
+    /* the line's first: a batch that sees only it reads the comm itself */
+    int rc = reg_subscribe_after(reg, on_change, reg);
+    return rc < 0 ? rc : reg_subscribe(reg, note, reg);
 }

@@ -308,9 +308,10 @@ typedef void (*reg_sub_fn)(const struct reg_change *c, void *arg);
  * reg_subscribe_after's once a FUSE caller (reg_reply_set) was answered,
  * before a waiting one returns and before the next batch's subscribers,
  * but maybe after the next batch was applied: for what only marks work
- * for later (the prober's, the cluster publisher's, the kubelet's). The
- * log's lines, which read the state the change made and the caller's
- * command name, are written before the answer. */
+ * for later (the prober's, the cluster publisher's, the kubelet's), and
+ * the log's lines (fs/oplog.c: what they show that may change is read
+ * before the answer). The reg_subscribe_after subscribers of a change run
+ * on the thread that ran its reg_subscribe ones, in the same order. */
 int reg_subscribe(struct reg *reg, reg_sub_fn fn, void *arg);
 int reg_subscribe_after(struct reg *reg, reg_sub_fn fn, void *arg);
 /* At most 4: fn(arg) runs on the registry's events thread, soon after events

@@ -112,6 +112,27 @@ Test(oplog, a_caller_that_execs_is_logged_by_its_new_name)
     LOG_HAS(re);
 }
 
+/* A change's line is written after its answer, what it shows read before:
+ * a batch of more registrations than a thread queues (15 mkdirs in as
+ * many plugins behind a held commit) logs each once, with its caller's
+ * name though every caller has ended by then, in commit order. */
+Test(oplog, a_batch_logs_every_caller_by_name_in_order)
+{
+    spawn_logged("debug_commit_delay_ms=300");
+    cr_assert_eq(tf_sh(&t, "for i in $(seq 0 15); do mkdir -p csi-node/b$i || exit 1; done; "
+                           "for i in $(seq 0 15); do mkdir csi-node/b$i/x & done; wait"), 0);
+    for (int i = 0; i < 16; i++) {
+        char re[160];
+        snprintf(re, sizeof(re), TS "info registered csi-node/b%d/x by uid [0-9]+ pid [0-9]+ "
+                 "\\(mkdir\\)$", i);
+        LOG_HAS(re);
+    }
+    cr_assert_eq(tf_sh(&t, "e=$(timeout 1 cat events | grep -o 'csi-node/b[0-9]*/x'); "
+                           "l=$(grep -o 'registered csi-node/b[0-9]*/x' '%s' | cut -d' ' -f2) && "
+                           "[ $(echo \"$e\" | wc -l) -eq 16 ] && [ \"$e\" = \"$l\" ]", logf),
+                 0, "the log's lines not once each in commit order");
+}
+
 Test(oplog, log_level_warning_keeps_only_warnings)
 {
     spawn_logged("heartbeat=30s,probe_timeout=1s,log_level=warning");
