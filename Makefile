@@ -119,7 +119,7 @@ LONG_TESTS  := integration/install unit/store_refuse unit/store_crash unit/regis
 LANE_TESTS   = $(foreach t,$(LONG_TESTS),$(filter $(BUILD)/tests/$(t),$(UNIT_TESTS) $(INTEG_TESTS))) \
                $(filter-out $(addprefix $(BUILD)/tests/,$(LONG_TESTS)),$(UNIT_TESTS) $(INTEG_TESTS))
 
-VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry keep events events_ring store store_crash store_refuse),$(UNIT_TESTS))
+VALGRIND_TESTS ?= $(filter $(addprefix $(BUILD)/tests/unit/,registry keep events events_ring store store_crash store_refuse later),$(UNIT_TESTS))
 
 .PHONY: all tests deps run demo test test-asan check bench crash-test fuzz fuzz-bins stress build-clang install uninstall clean
 # Keep generated sources and objects (no intermediate deletion and rebuild).
