@@ -98,8 +98,8 @@ BENCH := $(if $(BENCH_SRCS),$(BUILD)/csifs-bench $(BUILD)/floorfs)
 CHECK_BINS := $(UNIT_TESTS) $(INTEG_TESTS) $(SYSTEM_TESTS) $(TOOLS) $(BUILD)/floorfs \
               $(if $(SYSTEM_TESTS),$(BUILD)/csifs-crash-test)
 
-# Unit tests that also run under valgrind (registry and store only: gRPC under
-# valgrind is too slow for CI).
+# Unit tests that also run under valgrind (registry, store and base/later only:
+# gRPC under valgrind is too slow for CI).
 # The unit and integration suites run in this many lanes at once (they
 # mostly wait on deadlines and on each other's processes); the system
 # suites one at a time after them. TEST_LANES=1: all one after another.
