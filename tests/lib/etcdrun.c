@@ -15,21 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int te_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof(a);
-    int port = -EADDRNOTAVAIL;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 /* The test CA, server and client certificates (EC P-256, one day), and a
  * second CA that signed nothing (the wrong CA). */
 static const char certs_sh[] =
@@ -115,6 +100,76 @@ static int spawn(struct te *e, int i)
     return 0;
 }
 
+/* 2n distinct ports for e's members, each free when picked: the sockets
+ * stay bound until all are picked, so no two are the same. Another
+ * process may still take one before etcd binds it: start_once's retry. */
+static int pick_ports(struct te *e)
+{
+    int fds[2 * TE_MAX], rc = 0;
+    for (int k = 0; k < 2 * e->n; k++)
+        fds[k] = -1;
+    for (int k = 0; k < 2 * e->n && rc == 0; k++) {
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(a);
+        fds[k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[k] < 0 || bind(fds[k], (struct sockaddr *)&a, sizeof(a)) < 0 ||
+            getsockname(fds[k], (struct sockaddr *)&a, &len) < 0)
+            rc = -EADDRNOTAVAIL;
+        else if (k % 2)
+            e->pport[k / 2] = ntohs(a.sin_port);
+        else
+            e->cport[k / 2] = ntohs(a.sin_port);
+    }
+    for (int k = 0; k < 2 * e->n; k++)
+        if (fds[k] >= 0)
+            close(fds[k]);
+    return rc;
+}
+
+/* A member that exited (a port taken meanwhile, say): reaped, 1. */
+static int member_died(struct te *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->pid[i] && waitpid(e->pid[i], NULL, WNOHANG) == e->pid[i]) {
+            e->pid[i] = 0;
+            return 1;
+        }
+    return 0;
+}
+
+/* Members on fresh ports and data dirs, until every one is healthy: 0; a
+ * member that died or a deadline: every member killed, -errno. */
+static int start_once(struct te *e)
+{
+    int rc = pick_ports(e);
+    size_t l = 0;
+    for (int i = 0; i < e->n && rc == 0; i++) {
+        char data[300];
+        snprintf(data, sizeof(data), "%s/m%d.data", e->dir, i);
+        tu_rmrf(data);
+        snprintf(e->url[i], sizeof(e->url[i]), "%s://127.0.0.1:%d", e->tls ? "https" : "http",
+                 e->cport[i]);
+        l += snprintf(e->endpoints + l, sizeof(e->endpoints) - l, "%s%s", i ? "," : "",
+                      e->url[i]);
+    }
+    for (int i = 0; i < e->n && rc == 0; i++)
+        rc = spawn(e, i);
+    int64_t end = tu_now_ms() + tu_ms(20000);
+    while (rc == 0) {
+        if (te_ctl(e, NULL, "endpoint health --command-timeout=1s") == 0)
+            return 0;
+        if (member_died(e))
+            rc = -EADDRINUSE;
+        else if (tu_now_ms() >= end)
+            rc = -ETIMEDOUT;
+        else
+            tu_sleep_ms(100);
+    }
+    for (int i = 0; i < e->n; i++)
+        te_signal(e, i, SIGKILL);
+    return rc;
+}
+
 int te_start(struct te *e, int n, bool tls)
 {
     memset(e, 0, sizeof(*e));
@@ -137,28 +192,10 @@ int te_start(struct te *e, int n, bool tls)
         return -EIO;
     if (tls && make_certs(e))
         return -EIO;
-    size_t l = 0;
-    for (int i = 0; i < n; i++) {
-        e->cport[i] = te_free_port();
-        e->pport[i] = te_free_port();
-        if (e->cport[i] < 0 || e->pport[i] < 0)
-            return -EADDRNOTAVAIL;
-        snprintf(e->url[i], sizeof(e->url[i]), "%s://127.0.0.1:%d", tls ? "https" : "http",
-                 e->cport[i]);
-        l += snprintf(e->endpoints + l, sizeof(e->endpoints) - l, "%s%s", i ? "," : "", e->url[i]);
-    }
-    for (int i = 0; i < n; i++) {
-        int err = spawn(e, i);
-        if (err)
-            return err;
-    }
-    int64_t end = tu_now_ms() + tu_ms(20000);
-    while (tu_now_ms() < end) {
-        if (te_ctl(e, NULL, "endpoint health --command-timeout=1s") == 0)
-            return 0;
-        tu_sleep_ms(100);
-    }
-    return -ETIMEDOUT;
+    int rc = -ETIMEDOUT;
+    for (int attempt = 0; attempt < 3 && rc < 0; attempt++)
+        rc = start_once(e);
+    return rc;
 }
 
 void te_signal(struct te *e, int i, int sig)

@@ -26,7 +26,10 @@ struct te {
 };
 
 /* Start n members and wait until every one answers etcdctl endpoint
- * health. 0 or -errno (the members' logs are <dir>/m<i>.log). */
+ * health; a member that dies first (its port taken by another process
+ * after it was picked) or a start past the deadline is tried again on
+ * fresh ports, up to three times. 0 or -errno (the members' logs, of every
+ * try, are <dir>/m<i>.log). */
 int te_start(struct te *e, int n, bool tls);
 /* Kill (SIGKILL) every member by pid, reap, remove the dir. Safe on a
  * half-started e. */
@@ -62,7 +65,5 @@ int te_count(struct te *e, const char *prefix);
 /* A metric's value from member i's /metrics (curl), or -1. */
 double te_metric(struct te *e, int i, const char *name);
 
-/* A free TCP port on 127.0.0.1 (bound, read, closed). */
-int te_free_port(void);
 
 #endif
