@@ -98,3 +98,9 @@ bool csifs_later_due(int64_t now_ns)
     pthread_mutex_unlock(&bells.mu);
     return due;
 }
+
+void csifs_later_flush_due(int64_t now_ns)
+{
+    if (csifs_later_due(now_ns))
+        csifs_later_flush();
+}

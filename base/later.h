@@ -29,5 +29,7 @@ void csifs_later_hold(bool on);
 void csifs_later_flush(void);
 /* Whether a bell has been held FS_SPIN_NS or longer at now (monotonic ns). */
 bool csifs_later_due(int64_t now_ns);
+/* csifs_later_flush if csifs_later_due(now_ns). */
+void csifs_later_flush_due(int64_t now_ns);
 
 #endif

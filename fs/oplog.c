@@ -150,7 +150,7 @@ static int refusal_prio(const char *why)
         reg_caller_set(NULL);                                                     \
         if (*csifs_why()) {                                                         \
             csifs_log(refusal_prio(csifs_why()), "refused: " fmt "%s: %s", __VA_ARGS__, \
-                    by(&w_, refused_comm(&w_), who_, sizeof(who_)), csifs_why());                      \
+                    by(&w_, refused_comm(&w_), who_, sizeof(who_)), csifs_why()); \
         }                                                                         \
         csifs_why_clear();                                                          \
     } while (0)
@@ -260,6 +260,7 @@ static int change_prio(const struct reg_change *c)
 static _Thread_local struct {
     struct note {
         const struct reg_change *c;
+        int pid;                     /* c's caller, comm its name */
         char comm[32];
         char v[REG_SOCKET_MAX + 64];
     } q[NOTES];
@@ -281,12 +282,18 @@ static bool has_line(const struct reg_change *c)
     return prio >= 0 && csifs_log_on(prio);
 }
 
-/* What c's line shows that may change later. */
-static void note_fill(struct reg *reg, const struct reg_change *c, struct note *e)
+/* What c's line shows that may change later; prev: the note before it in
+ * the queue, whose comm serves when the caller is the same (an rmdir that
+ * also moved current). */
+static void note_fill(struct reg *reg, const struct reg_change *c, struct note *e,
+                      const struct note *prev)
 {
     e->c = c;
+    e->pid = c->who.pid;
     e->comm[0] = e->v[0] = '\0';
-    if (names_caller(c))
+    if (names_caller(c) && prev && prev->pid == e->pid)
+        memcpy(e->comm, prev->comm, sizeof(e->comm));
+    else if (names_caller(c))
         comm_of(c->who.pid, e->comm, sizeof(e->comm));
     if (c->kind == REG_C_SOCKET && reg_socket_get(reg, c->inst, e->v, sizeof(e->v)) < 0)
         snprintf(e->v, sizeof(e->v), "(cleared)");
@@ -300,14 +307,15 @@ static void note(const struct reg_change *c, void *arg)
     if (!has_line(c))
         return;
     if (notes.n < NOTES) {
-        note_fill(arg, c, &notes.q[(notes.head + notes.n++) % NOTES]);
+        const struct note *prev = notes.n ? &notes.q[(notes.head + notes.n - 1) % NOTES] : NULL;
+        note_fill(arg, c, &notes.q[(notes.head + notes.n++) % NOTES], prev);
         return;
     }
     /* Full: the queued lines and this one now, in order; their answers'
      * turn skips them (early). */
     for (; notes.n; notes.n--, notes.head = (notes.head + 1) % NOTES, notes.early++)
         write_line(notes.q[notes.head].c, &notes.q[notes.head]);
-    note_fill(arg, c, &own);
+    note_fill(arg, c, &own, NULL);
     write_line(c, &own);
     notes.early++;
 }
@@ -324,7 +332,7 @@ static void on_change(const struct reg_change *c, void *arg)
     } else if (notes.early) {
         notes.early--;               /* written by note */
     } else {                         /* none noted (a subscriber added meanwhile) */
-        note_fill(arg, c, &own);
+        note_fill(arg, c, &own, NULL);
         write_line(c, &own);
     }
 }

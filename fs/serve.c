@@ -342,6 +342,7 @@ static bool keep_polling(int64_t awake_until, int64_t now)
 {
     if (now >= awake_until)
         return false;
+    csifs_later_flush_due(now);      /* a wake-up held too long (base/later.h) */
     sched_yield();
     return true;
 }
@@ -360,8 +361,6 @@ static int serve_loop(struct fuse_session *se, bool holds)
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &buf);
         if (res == -EAGAIN && keep_polling(awake_until, csifs_mono_ns())) {
-            if (csifs_later_due(csifs_mono_ns()))
-                csifs_later_flush();
             continue;
         } else if (res == -EAGAIN) {
             int woken = sleep_until_ready(fd);
@@ -381,8 +380,7 @@ static int serve_loop(struct fuse_session *se, bool holds)
             int64_t done = csifs_mono_ns();
             __atomic_store_n(&last_done_ns, done, __ATOMIC_RELAXED);
             awake_until = handed_off ? 0 : done + stay_ns;
-            if (csifs_later_due(done))
-                csifs_later_flush();
+            csifs_later_flush_due(done);
             if (!deferred.fn)
                 continue;
             void (*fn)(void *) = deferred.fn;

@@ -297,8 +297,7 @@ static bool lead(struct reg *reg)
     if (be) {
         rc = test_hooks();
         build_txn(batch, &txn);
-        if (csifs_later_due(t))      /* held by this thread's earlier batches */
-            csifs_later_flush();
+        csifs_later_flush_due(t);    /* held by this thread's earlier batches */
         if (rc == 0)
             rc = be->commit(be->ctx, &txn);
         room_known = (measure || rc < 0) && be->room && be->room(be->ctx, &room) == 0;

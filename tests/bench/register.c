@@ -169,27 +169,23 @@ static double serial_pair(double *base)
     uint64_t before = last_txnid(t.state);
     double s0 = metric("csifs_store_commit_duration_seconds_sum");
     double n0 = metric("csifs_store_commit_duration_seconds_count");
-    double on_csifs = 0, on_floor = 0;
+    struct tf *side[2] = { &t, &floor };     /* csifs first in even chunks */
+    double took[2] = { 0, 0 };
     for (int done = 0, k = 0; done < cfg.reg_cycles; k++) {
         int n = cfg.reg_cycles - done < SERIAL_CHUNK ? cfg.reg_cycles - done : SERIAL_CHUNK;
-        if (k % 2 == 0) {
-            on_csifs += serial_chunk(&t, n);
-            on_floor += serial_chunk(&floor, n);
-        } else {
-            on_floor += serial_chunk(&floor, n);
-            on_csifs += serial_chunk(&t, n);
-        }
+        for (int j = 0; j < 2; j++)
+            took[(j + k) % 2] += serial_chunk(side[(j + k) % 2], n);
         done += n;
     }
     floor_stop(pid, mnt);
     note_commits(R_REGISTER_SERIAL, before, cfg.reg_cycles);
-    double v = cfg.reg_cycles / on_csifs;
+    double v = cfg.reg_cycles / took[0];
     double ds = metric("csifs_store_commit_duration_seconds_sum") - s0;
     double dn = metric("csifs_store_commit_duration_seconds_count") - n0;
     if (dn > 0 && v > 0)
         bench_note(R_REGISTER_SERIAL, "a commit %.0f us of %.0f us an operation", ds / dn * 1e6,
                    1e6 / v / 3);
-    *base = cfg.reg_cycles / on_floor;
+    *base = cfg.reg_cycles / took[1];
     return v;
 }
 

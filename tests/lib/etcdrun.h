@@ -65,5 +65,4 @@ int te_count(struct te *e, const char *prefix);
 /* A metric's value from member i's /metrics (curl), or -1. */
 double te_metric(struct te *e, int i, const char *name);
 
-
 #endif
