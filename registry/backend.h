@@ -53,10 +53,11 @@ struct store_rec {
 
 /* A committed request, for the ring (registry.h reg_ring_set). */
 struct store_ring_rec {
-    const struct store_ring_rec *next;   /* the next of the same txn */
+    struct store_ring_rec *next;     /* the next of the same txn */
     struct reg_ring_key key;
     int32_t rc;                      /* the outcome answered */
     uint64_t obj;                    /* seq of the object it wrote (mkdir: the new one) */
+    uint64_t pos;                    /* set by the commit: where the ring holds it */
 };
 
 /* One transaction: the records in list order (a later record of the same
@@ -66,7 +67,7 @@ struct store_txn {
     struct store_meta meta;
     bool keep_meta;
     const struct store_rec *recs;
-    const struct store_ring_rec *ring;
+    struct store_ring_rec *ring;
 };
 
 /* Called for every record at load, plugins before their instances and each
@@ -86,12 +87,18 @@ struct store_load_cb {
  *   room:   (may be NULL: no limit) bytes that additions may still take
  *           without eating into the reserve kept for deletions (DESIGN 7);
  *           refreshed by the registry after each commit.
- *   ring_find: (may be NULL: no ring) as reg_ring_find; any thread. */
+ *   ring_find: (may be NULL: no ring) as reg_ring_find; any thread.
+ *   ring_answered: (may be NULL) the request of the ring's record at pos
+ *           (store_ring_rec.pos, set by a commit that went through) has
+ *           been answered: the kernel never sends it again, so a later
+ *           commit may drop the record. Any thread; takes only the
+ *           store's own leaf lock. */
 struct reg_backend {
     int (*commit)(void *ctx, const struct store_txn *txn);
     int (*load)(void *ctx, const struct store_load_cb *cb, struct store_meta *meta);
     int (*room)(void *ctx, uint64_t *bytes);
     int (*ring_find)(void *ctx, const struct reg_ring_key *k, int *rc);
+    void (*ring_answered)(void *ctx, uint64_t pos);
     void *ctx;
 };
 

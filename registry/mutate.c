@@ -89,12 +89,12 @@ static void notify(struct reg *reg, const struct subs *subs, const struct mut *m
 static void build_txn(struct mut *batch, struct store_txn *txn)
 {
     struct store_rec *head = NULL, **tail = &head;
-    const struct store_ring_rec **ring = &txn->ring;
+    struct store_ring_rec **ring = &txn->ring;
     for (struct mut *m = batch; m; m = m->next) {
         if (m->ring.key.unique) {
             m->ring.obj = m->obj ? m->obj->seq : 0;
             *ring = &m->ring;
-            ring = (const struct store_ring_rec **)&m->ring.next;
+            ring = &m->ring.next;
         }
         if (!m->k->rec || !m->obj)
             continue;
@@ -159,7 +159,9 @@ static void finish(struct reg *reg, struct mut *m, int rc)
     mut_free(m);
 }
 
-/* A queued caller's fin and reply (no lock held), once. */
+/* A queued caller's fin and reply (no lock held), once. Its request
+ * answered, the ring's record of it is no longer needed (backend.h
+ * ring_answered): a queued mutation answered 0 was committed. */
 static void reply_queued(struct reg *reg, struct mut *m, int rc)
 {
     if (!m->reply || m->replied)
@@ -168,6 +170,9 @@ static void reply_queued(struct reg *reg, struct mut *m, int rc)
         m->k->fin(reg, m, rc);
     m->reply(m->reply_arg, rc);
     m->replied = true;
+    const struct reg_backend *be = reg->opts.backend;
+    if (rc == 0 && m->ring.key.unique && be && be->ring_answered)
+        be->ring_answered(be->ctx, m->ring.pos);
 }
 
 /* Answer every mutation of list with rc (wlock held on entry and return):

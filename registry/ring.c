@@ -18,6 +18,7 @@ void reg_ring_set(const struct reg_ring_key *k)
 void mut_ring_take(struct store_ring_rec *r)
 {
     r->key.unique = 0;
+    r->pos = UINT64_MAX;             /* none until a commit holds it */
     if (!ring_key.unique)
         return;
     r->key = ring_key;

@@ -202,6 +202,28 @@ static void count_commit(struct store *st, int64_t t0_us)
     }
 }
 
+/* The positions answered since the last commit, into drop: their count. A
+ * commit that fails loses them: those records stay until their slots are
+ * written again (never matched: a connection's uniques never repeat). */
+static size_t ring_answered_take(struct store *st, uint64_t *drop)
+{
+    pthread_mutex_lock(&st->ans_mu);
+    size_t n = st->nans;
+    memcpy(drop, st->ans, n * sizeof(*drop));
+    st->nans = 0;
+    pthread_mutex_unlock(&st->ans_mu);
+    return n;
+}
+
+static void store_ring_answered(void *ctx, uint64_t pos)
+{
+    struct store *st = ctx;
+    pthread_mutex_lock(&st->ans_mu);
+    if (st->nans < STORE_RING_ANSWERED)
+        st->ans[st->nans++] = pos;
+    pthread_mutex_unlock(&st->ans_mu);
+}
+
 static int store_commit(void *ctx, const struct store_txn *t)
 {
     struct store *st = ctx;
@@ -210,8 +232,12 @@ static int store_commit(void *ctx, const struct store_txn *t)
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
     for (const struct store_rec *r = t->recs; rc == 0 && r; r = r->next)
         rc = put_rec(txn, st->dbi, r);
+    uint64_t drop[STORE_RING_ANSWERED];   /* before the puts: a slot may be reused */
+    size_t ndrop = ring_answered_take(st, drop);
+    for (size_t k = 0; rc == 0 && k < ndrop; k++)
+        rc = store_ring_drop(txn, st->dbi, drop[k]);
     uint64_t next = st->ring.next, nonce = __atomic_load_n(&st->ring.nonce, __ATOMIC_RELAXED);
-    for (const struct store_ring_rec *r = t->ring; rc == 0 && r; r = r->next)
+    for (struct store_ring_rec *r = t->ring; rc == 0 && r; r = r->next)
         rc = store_ring_put(txn, st->dbi, nonce, &next, r);
     if (rc == 0 && !t->keep_meta) {
         Csifs__Store__Meta m = CSIFS__STORE__META__INIT;
@@ -484,6 +510,7 @@ int store_open(struct store **out, const char *dir, unsigned flags, char *err,
         return store_fail(err, errlen, -ENOMEM, "%s: out of memory", dir);
     }
     st->lockfd = -1;
+    pthread_mutex_init(&st->ans_mu, NULL);
     int version = -1, rc = 0;       /* -1: read by open_env (STORE_CHECKED) */
     if (snprintf(st->file, sizeof(st->file), "%s/%s", dir, STORE_DATA) >= (int)sizeof(st->file))
         rc = store_fail(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
@@ -499,7 +526,8 @@ int store_open(struct store **out, const char *dir, unsigned flags, char *err,
         store_close(st);
         return rc;
     }
-    st->be = (struct reg_backend){ store_commit, store_load, store_room, store_ring_find, st };
+    st->be = (struct reg_backend){ store_commit, store_load, store_room, store_ring_find,
+                                   store_ring_answered, st };
     count_commit(st, 0);
     *out = st;
     return 0;
@@ -513,6 +541,7 @@ void store_close(struct store *st)
         mdb_env_close(st->env);
     if (st->lockfd >= 0)
         close(st->lockfd);
+    pthread_mutex_destroy(&st->ans_mu);
     free(st->dir);
     free(st);
 }

@@ -85,8 +85,9 @@ int store_lock_holder(const char *dir, struct store_holder *h);
  *
  * Every commit also records each of its mutations that answers a FUSE
  * request (registry.h reg_ring_set), in the same transaction: one record of
- * 120 bytes per mutation, the last STORE_RING_SIZE kept. Keys in the main
- * database, beside the registry's:
+ * 120 bytes per mutation, kept until its request is answered (backend.h
+ * ring_answered: a later commit drops it), at most the last STORE_RING_SIZE.
+ * Keys in the main database, beside the registry's:
  *   "r/" + slot (2 bytes, big endian), slot = position % STORE_RING_SIZE:
  *       4 bytes; a record takes the slot of the one STORE_RING_SIZE before
  *       it. Value: the record header (store_int.h, kind 4), then 112 bytes

@@ -13,6 +13,7 @@
 #define CSIFS_STORE_INT_H
 
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/types.h>
@@ -43,6 +44,10 @@ struct store_ring {
     uint64_t nonce, next, base;
 };
 
+/* Answered requests whose ring records the next commit drops; past this
+ * many, a record stays until its slot is written again. */
+#define STORE_RING_ANSWERED 512
+
 struct store {
     MDB_env *env;
     MDB_dbi dbi;
@@ -52,6 +57,9 @@ struct store {
     char file[4096];                 /* <dir>/data.mdb, for messages */
     struct reg_backend be;
     struct store_ring ring;          /* nonce: set before serving; next: commit thread */
+    pthread_mutex_t ans_mu;          /* a leaf lock: guards ans and nans */
+    uint64_t ans[STORE_RING_ANSWERED];   /* answered positions (ring_answered) */
+    size_t nans;
 };
 
 /* Sort n numbers ascending (v may be NULL when n is 0). */
@@ -142,14 +150,16 @@ void store_inst_to_pb(const struct store_inst *i, Csifs__Store__Instance *m,
                       Csifs__Store__Fingerprint *fp);
 
 /* store_ring.c: a ring record put in a commit's write txn at *next,
- * which moves on (the caller keeps it once the txn commits); a ring or
+ * which moves on (the caller keeps it once the txn commits), r->pos set;
+ * the record at pos dropped (none when its slot holds another); a ring or
  * ring control record checked on its own (store_scan: -EBADMSG); the next
  * position, read at open; the control record ("ring": nonce and base of
  * the connection the ring serves; all 0 when there is none) read and
  * written; the lookup (as reg_ring_find, for cur's nonce and base). LMDB
  * codes but where said. */
 int store_ring_put(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, uint64_t *next,
-                   const struct store_ring_rec *r);
+                   struct store_ring_rec *r);
+int store_ring_drop(MDB_txn *txn, MDB_dbi dbi, uint64_t pos);
 int store_ring_check(const MDB_val *key, const MDB_val *val, char *why, size_t whylen);
 int store_ring_next(MDB_txn *txn, MDB_dbi dbi, uint64_t *next);
 int store_ring_ctl_get(MDB_txn *txn, MDB_dbi dbi, struct store_ring *ctl);

@@ -1,6 +1,7 @@
 /* The ring of committed requests (store.h "the ring"; DESIGN 13, exactly
  * once): fixed-size records in the main database, one per mutation that
- * answers a FUSE request, written in its commit's transaction. */
+ * answers a FUSE request, written in its commit's transaction and dropped
+ * by a later commit once the request is answered. */
 #include "registry/store_int.h"
 
 #include <errno.h>
@@ -57,7 +58,7 @@ static bool ring_read(const MDB_val *val, struct ring_val *v)
 }
 
 int store_ring_put(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, uint64_t *next,
-                   const struct store_ring_rec *r)
+                   struct store_ring_rec *r)
 {
     struct ring_val v = { .n = *next, .nonce = nonce, .unique = r->key.unique,
                           .parent = r->key.parent, .obj = r->obj, .opcode = r->key.opcode,
@@ -68,8 +69,20 @@ int store_ring_put(MDB_txn *txn, MDB_dbi dbi, uint64_t nonce, uint64_t *next,
     ring_key(&key, buf, v.n);
     int rc = store_put_raw(txn, dbi, &key, SK_RING, &v, sizeof(v));
     if (rc == 0)
-        (*next)++;
+        r->pos = (*next)++;
     return rc;
+}
+
+int store_ring_drop(MDB_txn *txn, MDB_dbi dbi, uint64_t pos)
+{
+    unsigned char buf[RING_KEY_LEN];
+    MDB_val key, val;
+    struct ring_val v;
+    ring_key(&key, buf, pos);
+    int rc = mdb_get(txn, dbi, &key, &val);
+    if (rc == MDB_NOTFOUND || (rc == 0 && (!ring_read(&val, &v) || v.n != pos)))
+        return 0;                    /* gone, or its slot holds a later one */
+    return rc != 0 ? rc : mdb_del(txn, dbi, &key, NULL);
 }
 
 int store_ring_check(const MDB_val *key, const MDB_val *val, char *why, size_t whylen)

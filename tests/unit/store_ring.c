@@ -113,6 +113,81 @@ Test(store, ring_unique_outside_the_ring_is_evicted)
     cr_assert_eq(find(2 + STORE_RING_SIZE, OP_WRITE, 77, "", &rc), 0, "the newest");
 }
 
+static int replies;                  /* queued mutations answered 0 */
+
+static void on_reply(void *arg, int rc)
+{
+    (void)arg;
+    if (rc == 0)
+        __atomic_add_fetch(&replies, 1, __ATOMIC_RELAXED);
+}
+
+/* mkdir as request `unique`, queued as a FUSE thread queues it: the
+ * registry answers it after its commit (on_reply). */
+static void mkdir_queued(uint64_t unique, const char *plugin)
+{
+    struct reg_ring_key k = key(unique, OP_MKDIR, 5, plugin);
+    reg_reply_set(on_reply, NULL);
+    reg_ring_set(&k);
+    int rc = reg_plugin_create(s.reg, REG_NODE, plugin);
+    reg_ring_set(NULL);
+    reg_reply_set(NULL, NULL);
+    cr_assert_eq(rc, REG_QUEUED, "mkdir %s: %d", plugin, rc);
+    reg_quiesce(s.reg);              /* answered */
+}
+
+/* The ring's records in the closed store's data.mdb ("r/" + 2 bytes). */
+static size_t ring_records(void)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k = { 2, "r/" }, v;
+    size_t n = 0;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_open(env, state, MDB_RDONLY, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    cr_assert_eq(mdb_cursor_open(txn, dbi, &c), 0);
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+         rc == 0 && k.mv_size == 4 && !memcmp(k.mv_data, "r/", 2);
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+        n++;
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return n;
+}
+
+Test(store, ring_answered_request_leaves_at_the_next_commit)
+{
+    s.flags = STORE_NOSYNC;          /* 200 commits */
+    open_ring(NONCE, true);
+    mkdir_queued(42, "ebs");
+    cr_assert_eq(replies, 1, "answered after its commit");
+    int rc;
+    cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), 0, "answered, no commit since: kept");
+    mkdir_as(43, "efs");             /* a waiting caller answers its request itself */
+    cr_assert_eq(find(42, OP_MKDIR, 5, "ebs", &rc), -ENOENT,
+                 "the next commit dropped it: an answered request is never sent again");
+    cr_assert_eq(find(43, OP_MKDIR, 5, "efs", &rc), 0,
+                 "a request the registry did not answer keeps its record");
+    for (uint64_t u = 100; u < 300; u++) {
+        char name[16];
+        snprintf(name, sizeof(name), "p%llu", (unsigned long long)u);
+        mkdir_queued(u, name);
+    }
+    cr_assert_eq(replies, 201);
+    cr_assert_eq(find(299, OP_MKDIR, 5, "p299", &rc), 0, "the last, no commit after it");
+    cr_assert_eq(find(298, OP_MKDIR, 5, "p298", &rc), -ENOENT);
+    su_close(&s);
+    cr_assert_eq(ring_records(), 2, "in data.mdb: 43's and the last answered one's");
+    open_ring(NONCE, false);         /* a takeover finds them */
+    cr_assert_eq(find(299, OP_MKDIR, 5, "p299", &rc), 0);
+    cr_assert_eq(find(43, OP_MKDIR, 5, "efs", &rc), 0);
+}
+
 Test(store, ring_survives_close_and_reopen)
 {
     open_ring(NONCE, true);
