@@ -171,7 +171,7 @@ static void reply_queued(struct reg *reg, struct mut *m, int rc)
     m->reply(m->reply_arg, rc);
     m->replied = true;
     const struct reg_backend *be = reg->opts.backend;
-    if (rc == 0 && m->ring.key.unique && be && be->ring_answered)
+    if (rc == 0 && m->ring.key.unique && m->ring.pos != UINT64_MAX && be && be->ring_answered)
         be->ring_answered(be->ctx, m->ring.pos);
 }
 

@@ -25,7 +25,9 @@
  *   1. reg->wlock  (mutex)  validation and the commit queue; never held
  *                           across a commit, an fsync or a subscriber;
  *   2. reg->lock   (rwlock) guards the model; held only in memory;
- *   3. the events ring's own mutex (events.h), the events thread's mutex.
+ *   3. the events ring's own mutex (events.h), the events thread's mutex,
+ *      the store's list of answered requests (ans_mu: a leaf, taken under
+ *      notify_mu by a reply, or by a commit).
  * Readers take only 2 (shared), so they never wait for a commit.
  * Subscriber callbacks run with no registry lock held but notify_mu (for a
  * committed batch's changes; a reply too): they may read the registry but

@@ -202,9 +202,8 @@ static void count_commit(struct store *st, int64_t t0_us)
     }
 }
 
-/* The positions answered since the last commit, into drop: their count. A
- * commit that fails loses them: those records stay until their slots are
- * written again (never matched: a connection's uniques never repeat). */
+/* The positions answered since the last commit, into drop: their count (a
+ * commit that fails gives them back). */
 static size_t ring_answered_take(struct store *st, uint64_t *drop)
 {
     pthread_mutex_lock(&st->ans_mu);
@@ -232,8 +231,8 @@ static int store_commit(void *ctx, const struct store_txn *t)
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
     for (const struct store_rec *r = t->recs; rc == 0 && r; r = r->next)
         rc = put_rec(txn, st->dbi, r);
-    uint64_t drop[STORE_RING_ANSWERED];   /* before the puts: a slot may be reused */
-    size_t ndrop = ring_answered_take(st, drop);
+    uint64_t drop[STORE_RING_ANSWERED];
+    size_t ndrop = rc == 0 ? ring_answered_take(st, drop) : 0;
     for (size_t k = 0; rc == 0 && k < ndrop; k++)
         rc = store_ring_drop(txn, st->dbi, drop[k]);
     uint64_t next = st->ring.next, nonce = __atomic_load_n(&st->ring.nonce, __ATOMIC_RELAXED);
@@ -253,6 +252,8 @@ static int store_commit(void *ctx, const struct store_txn *t)
         st->ring.next = next;
         count_commit(st, t0);
     }
+    for (size_t k = 0; rc != 0 && k < ndrop; k++)
+        store_ring_answered(st, drop[k]);    /* the next commit drops them */
     reserve_topup(st);
     return rc == 0 ? 0 : commit_errno(st, rc);
 }
@@ -440,6 +441,10 @@ int store_ring_start(struct store *st, uint64_t nonce, bool fresh)
         mdb_txn_abort(txn);
     if (rc != 0)
         return commit_errno(st, rc);
+    /* Answered records are dropped, so the newest may be gone and the next
+     * position read at open lie below a kept base: never number below it. */
+    if (st->ring.next < now.base)
+        st->ring.next = now.base;
     __atomic_store_n(&st->ring.nonce, now.nonce, __ATOMIC_RELAXED);
     __atomic_store_n(&st->ring.base, now.base, __ATOMIC_RELAXED);
     return 0;

@@ -85,8 +85,8 @@ int store_lock_holder(const char *dir, struct store_holder *h);
  *
  * Every commit also records each of its mutations that answers a FUSE
  * request (registry.h reg_ring_set), in the same transaction: one record of
- * 120 bytes per mutation, kept until its request is answered (backend.h
- * ring_answered: a later commit drops it), at most the last STORE_RING_SIZE.
+ * 120 bytes per mutation, kept until the commit after its request's answer
+ * (backend.h ring_answered), at most the last STORE_RING_SIZE.
  * Keys in the main database, beside the registry's:
  *   "r/" + slot (2 bytes, big endian), slot = position % STORE_RING_SIZE:
  *       4 bytes; a record takes the slot of the one STORE_RING_SIZE before
@@ -111,8 +111,9 @@ int store_lock_holder(const char *dir, struct store_holder *h);
  * that is not the control's: the ring is emptied, by moving the base to
  * the next position (one small write; no record is deleted, so a restart
  * frees no room that additions could take on a full store: DESIGN 7). A
- * takeover (its nonce is the control's) keeps the ring. 0 or
- * -ENOSPC/-EIO. */
+ * takeover (its nonce is the control's) keeps the ring and its base, and
+ * numbers its records from the base at least (the newest record may have
+ * been dropped). 0 or -ENOSPC/-EIO. */
 #define STORE_RING_SIZE 4096
 int store_ring_start(struct store *st, uint64_t nonce, bool fresh);
 /* CRC-32 (IEEE 802.3, as zlib's crc32): crc 0 to start, chain by passing

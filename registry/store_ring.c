@@ -81,7 +81,8 @@ int store_ring_drop(MDB_txn *txn, MDB_dbi dbi, uint64_t pos)
     ring_key(&key, buf, pos);
     int rc = mdb_get(txn, dbi, &key, &val);
     if (rc == MDB_NOTFOUND || (rc == 0 && (!ring_read(&val, &v) || v.n != pos)))
-        return 0;                    /* gone, or its slot holds a later one */
+        return 0;                    /* gone, or its slot holds another */
+    /* Fails only as the commit's puts would (map full, I/O): the commit with it. */
     return rc != 0 ? rc : mdb_del(txn, dbi, &key, NULL);
 }
 

@@ -188,6 +188,45 @@ Test(store, ring_answered_request_leaves_at_the_next_commit)
     cr_assert_eq(find(43, OP_MKDIR, 5, "efs", &rc), 0);
 }
 
+/* An attribute write as request `unique`, queued (answered after its commit). */
+static void write_queued(uint64_t unique, uint64_t inst)
+{
+    struct reg_ring_key k = key(unique, OP_WRITE, 77, "");
+    reg_reply_set(on_reply, NULL);
+    reg_ring_set(&k);
+    int rc = reg_attr_store(s.reg, inst, REG_A_MOUNT_POINT, unique % 2 ? "/m/1" : "/m/2", 4);
+    reg_ring_set(NULL);
+    reg_reply_set(NULL, NULL);
+    cr_assert_eq(rc, REG_QUEUED, "write %llu: %d", (unsigned long long)unique, rc);
+    reg_quiesce(s.reg);
+}
+
+/* Every record answered and dropped, the next position read at open is 0;
+ * a takeover keeps the connection's base, so its next record must not go
+ * below it, where no look-up would see it. */
+Test(store, ring_takeover_after_the_ring_emptied_numbers_past_its_base, .timeout = 120)
+{
+    s.flags = STORE_NOSYNC;          /* 4,098 commits */
+    open_ring(NONCE - 1, true);
+    mkdir_queued(40, "ebs");         /* position 0, answered: kept, no commit since */
+    reopen();
+    cr_assert_eq(store_ring_start(s.st, NONCE, true), 0, "a fresh connection: base 1");
+    uint64_t a0 = reg_ok("ebs", "a0");
+    for (uint64_t u = 2; u < 2 + STORE_RING_SIZE; u++)
+        write_queued(u, a0);         /* positions 1 to 4,096: slot 0 written again */
+    cr_assert_eq(reg_attr_store(s.reg, a0, REG_A_MOUNT_POINT, "/m/3", 4), 0,
+                 "a commit with no request of its own drops the last answered");
+    su_close(&s);
+    cr_assert_eq(ring_records(), 0, "every record answered and dropped");
+    open_ring(NONCE, false);         /* a takeover */
+    mkdir_as(7, "efs");
+    reopen();
+    cr_assert_eq(store_ring_start(s.st, NONCE, false), 0, "and another");
+    int rc;
+    cr_assert_eq(find(7, OP_MKDIR, 5, "efs", &rc), 0,
+                 "the first takeover's record is past the base it kept");
+}
+
 Test(store, ring_survives_close_and_reopen)
 {
     open_ring(NONCE, true);
