@@ -17,10 +17,13 @@
  * reader still never waits). The answer invalidates
  * nothing that can block: the entry invalidations of a change go to the
  * notifier thread (inval.h), which neither a FUSE thread nor the commit
- * thread waits for (DESIGN 10). No interrupt handler: an interrupted
- * caller's change commits anyway and its late answer is dropped by the
- * kernel (libfuse ignores ENOENT). At exit, fs_loop waits for every call to
- * be answered (fs_calls_drain). */
+ * thread waits for (DESIGN 10). No interrupt handler: once csifs has read
+ * a request, the kernel keeps its caller waiting for the answer even on a
+ * fatal signal (FUSE_INTERRUPT is only a hint), so an interrupted caller's
+ * change commits and is answered as any other. An answer the kernel no
+ * longer wants (the connection aborted, or the request resent to a
+ * successor) fails with ENOENT, which libfuse ignores. At exit, fs_loop
+ * waits for every call to be answered (fs_calls_drain). */
 #include "fs/ops.h"
 #include "fs/serve.h"
 #include "fs/testopt.h"

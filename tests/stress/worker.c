@@ -236,7 +236,7 @@ static int check_ls_stat(struct ctx *c)
         return -nb;
     ino_t mid[64];
     for (int i = 0; i < nb; i++) {
-        snprintf(p, sizeof(p), "%s/%s", c->plugin, before[i].name);
+        snprintf(p, sizeof(p), "%s/%.63s", c->plugin, before[i].name);
         mid[i] = lstat(p, &st) == 0 ? st.st_ino : 0;
     }
     int na = list(c->plugin, after, 64);
