@@ -1,6 +1,7 @@
 /* Log lines for refused calls and registry changes. See oplog.h. */
 #include "fs/oplog.h"
 #include "fs/node.h"
+#include "fs/serve.h"
 #include "base/log.h"
 #include "registry/events.h"
 
@@ -61,33 +62,72 @@ static _Thread_local struct {
     char comm[32];
 } caller_comm;
 
-/* /proc/PID/comm of the last caller read, kept open and read again with
+/* /proc/PID/comm of the last callers read, kept open and read again with
  * pread: a process that exec'd shows its new name, and one that ended
  * fails (ESRCH, even once its pid is reused), so the file is opened anew.
- * An open and a close saved per line (5 us of a commit's path here). The
- * mutex is a leaf: nothing but these calls runs under it. */
+ * An open and a close saved per line (5 us of a commit's path here). Up to
+ * COMM_FILES callers at once (writers in parallel: register_parallel); when
+ * the FUSE loop sleeps (fs_oplog_quiet), all but the last caller's are
+ * closed, so an idle csifs holds one. The mutex is a leaf: nothing but
+ * these calls runs under it. */
+#define COMM_FILES 8
 static struct {
     pthread_mutex_t mu;
-    int pid, fd;
-} comm_file = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+    int last;                        /* the slot read last */
+    struct { int pid, fd; } f[COMM_FILES];   /* pid 0: free */
+} comm_files = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* Under mu: the slot of pid, a free one, or the oldest opened (the one
+ * after the last reused, in turn). */
+static int comm_slot(int pid)
+{
+    static int turn;
+    for (int k = 0; k < COMM_FILES; k++)
+        if (comm_files.f[k].pid == pid)
+            return k;
+    for (int k = 0; k < COMM_FILES; k++)
+        if (!comm_files.f[k].pid)
+            return k;
+    turn = (turn + 1) % COMM_FILES;
+    return turn == comm_files.last ? (turn + 1) % COMM_FILES : turn;
+}
+
+static void comm_close(int k)
+{
+    if (comm_files.f[k].pid && comm_files.f[k].fd >= 0)
+        close(comm_files.f[k].fd);
+    comm_files.f[k].pid = 0;
+}
 
 static ssize_t comm_read(int pid, char *buf, size_t cap)
 {
     ssize_t n = -1;
-    pthread_mutex_lock(&comm_file.mu);
-    if (comm_file.fd >= 0 && comm_file.pid == pid)
-        n = pread(comm_file.fd, buf, cap, 0);
+    pthread_mutex_lock(&comm_files.mu);
+    int k = comm_slot(pid);
+    if (comm_files.f[k].pid == pid && comm_files.f[k].fd >= 0)
+        n = pread(comm_files.f[k].fd, buf, cap, 0);
     if (n < 0) {
         char path[40];
-        if (comm_file.fd >= 0)
-            close(comm_file.fd);
+        comm_close(k);
         snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-        comm_file.pid = pid;
-        comm_file.fd = open(path, O_RDONLY | O_CLOEXEC);
-        n = comm_file.fd < 0 ? -1 : pread(comm_file.fd, buf, cap, 0);
+        comm_files.f[k].pid = pid;
+        comm_files.f[k].fd = open(path, O_RDONLY | O_CLOEXEC);
+        n = comm_files.f[k].fd < 0 ? -1 : pread(comm_files.f[k].fd, buf, cap, 0);
     }
-    pthread_mutex_unlock(&comm_file.mu);
+    comm_files.last = k;
+    pthread_mutex_unlock(&comm_files.mu);
     return n;
+}
+
+/* The FUSE loop is about to sleep (fs_serve_on_sleep): keep the last
+ * caller's comm file only. */
+static void fs_oplog_quiet(void)
+{
+    pthread_mutex_lock(&comm_files.mu);
+    for (int k = 0; k < COMM_FILES; k++)
+        if (k != comm_files.last)
+            comm_close(k);
+    pthread_mutex_unlock(&comm_files.mu);
 }
 
 /* pid's comm into buf ("" when unreadable). */
@@ -382,5 +422,7 @@ int fs_oplog_subscribe(struct reg *reg)
 {
     /* the line's first: a batch that sees only it reads the comm itself */
     int rc = reg_subscribe_after(reg, on_change, reg);
+    if (rc == 0)
+        fs_serve_on_sleep(fs_oplog_quiet);
     return rc < 0 ? rc : reg_subscribe(reg, note, reg);
 }

@@ -152,6 +152,12 @@ void fs_serve_wake(void)
 
 /* Whether a loop thread sleeps in sleep_until_ready (fs_serve_kick). */
 static int asleep;
+static void (*on_sleep)(void);
+
+void fs_serve_on_sleep(void (*fn)(void))
+{
+    __atomic_store_n(&on_sleep, fn, __ATOMIC_RELEASE);
+}
 
 static bool take_back(void);
 
@@ -171,6 +177,9 @@ static int sleep_until_ready(int fd)
                            { .fd = __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE),
                              .events = POLLIN } };
     csifs_later_flush();
+    void (*fn)(void) = __atomic_load_n(&on_sleep, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn();
     __atomic_store_n(&asleep, 1, __ATOMIC_RELEASE);
     int got = poll(p, 2, -1);
     __atomic_store_n(&asleep, 0, __ATOMIC_RELEASE);

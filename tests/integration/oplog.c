@@ -133,6 +133,41 @@ Test(oplog, a_batch_logs_every_caller_by_name_in_order)
                  0, "the log's lines not once each in commit order");
 }
 
+/* Twelve callers at once, each a process of its own name, more than the
+ * comm files csifs keeps open (fs/oplog.c): every line names its own
+ * caller, and once csifs is idle again it holds one such file at most. */
+Test(oplog, parallel_callers_each_by_name_and_their_files_given_back)
+{
+    spawn_logged("");
+    char script[600];
+    snprintf(script, sizeof(script), "%s/w.pl", t.dir);
+    FILE *f = fopen(script, "w");
+    cr_assert_not_null(f);
+    fputs("$0 = $ARGV[0];\n"                 /* perl sets the comm (prctl) */
+          "for my $i (0..9) {\n"
+          "    my $d = \"csi-node/p/$ARGV[0]-$i\";\n"
+          "    mkdir($d) or exit 1;\n"
+          "    rmdir($d) or exit 2;\n"
+          "}\n", f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(tf_sh(&t, "mkdir -p csi-node/p && pids= && for k in $(seq 0 11); do "
+                           "perl '%s' w$k & pids=\"$pids $!\"; done; "
+                           "for p in $pids; do wait $p || exit 1; done", script), 0);
+    for (int k = 0; k < 12; k++) {
+        char re[200];
+        snprintf(re, sizeof(re), TS "info deregistered csi-node/p/w%d-9 by uid [0-9]+ pid "
+                 "[0-9]+ \\(w%d\\)$", k, k);
+        LOG_HAS(re);
+        cr_assert_eq(tf_sh(&t, "[ $(grep -Ec 'registered csi-node/p/w%d-[0-9] by uid [0-9]+ pid "
+                               "[0-9]+ \\(w%d\\)$' '%s') -eq 20 ] && "
+                               "[ $(grep -c 'csi-node/p/w%d-' '%s') -eq 20 ]",
+                           k, k, logf, k, logf), 0, "w%d's 20 lines, each naming it", k);
+    }
+    cr_assert_eq(tf_sh(&t, "i=0; while [ $(ls -l /proc/%d/fd | grep -c '/comm$') -gt 1 ]; do "
+                           "i=$((i + 1)); [ $i -lt %d ] || exit 1; sleep 0.1; done",
+                       (int)t.pid, (int)(tu_ms(10000) / 100)), 0, "idle, csifs still holds more than one comm file");
+}
+
 Test(oplog, log_level_warning_keeps_only_warnings)
 {
     spawn_logged("heartbeat=30s,probe_timeout=1s,log_level=warning");
