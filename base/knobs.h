@@ -20,6 +20,14 @@
 #ifndef FS_SPIN_NS
 #define FS_SPIN_NS 200000
 #endif
+/* fs/serve.c: how long a loop thread sleeps idle before it gives back what
+ * a busy spell kept (fs_serve_on_sleep: callers' comm files). Shorter than
+ * the fd checks' patience (make stress, prober_faults), far longer than a
+ * busy loop's sleeps between requests handed to the commit thread, which
+ * would otherwise close the files each time. Row: register_parallel. */
+#ifndef FS_QUIET_MS
+#define FS_QUIET_MS 100
+#endif
 /* fs/events_file.c: after a READ of events that filled a buffer of a
  * quarter of st_blksize or more (a replay in progress), the FUSE thread
  * that answered it keeps reading this long: cat spends 0.4-0.5 ms between

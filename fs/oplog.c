@@ -66,9 +66,9 @@ static _Thread_local struct {
  * pread: a process that exec'd shows its new name, and one that ended
  * fails (ESRCH, even once its pid is reused), so the file is opened anew.
  * An open and a close saved per line (5 us of a commit's path here). Up to
- * COMM_FILES callers at once (writers in parallel: register_parallel); when
- * the FUSE loop sleeps (fs_oplog_quiet), all but the last caller's are
- * closed, so an idle csifs holds one. The mutex is a leaf: nothing but
+ * COMM_FILES callers at once (writers in parallel: register_parallel); once
+ * the FUSE loop has idled (comm_files_give_back), all but the last caller's
+ * are closed, so an idle csifs holds one. The mutex is a leaf: nothing but
  * these calls runs under it. */
 #define COMM_FILES 8
 static struct {
@@ -77,8 +77,8 @@ static struct {
     struct { int pid, fd; } f[COMM_FILES];   /* pid 0: free */
 } comm_files = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* Under mu: the slot of pid, a free one, or the oldest opened (the one
- * after the last reused, in turn). */
+/* Under mu: the slot of pid, a free one, or else the next in turn that is
+ * not the last read. */
 static int comm_slot(int pid)
 {
     static int turn;
@@ -97,6 +97,7 @@ static void comm_close(int k)
     if (comm_files.f[k].pid && comm_files.f[k].fd >= 0)
         close(comm_files.f[k].fd);
     comm_files.f[k].pid = 0;
+    comm_files.f[k].fd = -1;         /* (unused while pid is 0) */
 }
 
 static ssize_t comm_read(int pid, char *buf, size_t cap)
@@ -119,9 +120,9 @@ static ssize_t comm_read(int pid, char *buf, size_t cap)
     return n;
 }
 
-/* The FUSE loop is about to sleep (fs_serve_on_sleep): keep the last
- * caller's comm file only. */
-static void fs_oplog_quiet(void)
+/* The FUSE loop has idled (fs_serve_on_sleep): keep the last caller's comm
+ * file only. */
+static void comm_files_give_back(void)
 {
     pthread_mutex_lock(&comm_files.mu);
     for (int k = 0; k < COMM_FILES; k++)
@@ -423,6 +424,6 @@ int fs_oplog_subscribe(struct reg *reg)
     /* the line's first: a batch that sees only it reads the comm itself */
     int rc = reg_subscribe_after(reg, on_change, reg);
     if (rc == 0)
-        fs_serve_on_sleep(fs_oplog_quiet);
+        fs_serve_on_sleep(comm_files_give_back);
     return rc < 0 ? rc : reg_subscribe(reg, note, reg);
 }

@@ -178,10 +178,12 @@ static int sleep_until_ready(int fd)
                              .events = POLLIN } };
     csifs_later_flush();
     void (*fn)(void) = __atomic_load_n(&on_sleep, __ATOMIC_ACQUIRE);
-    if (fn)
-        fn();
     __atomic_store_n(&asleep, 1, __ATOMIC_RELEASE);
-    int got = poll(p, 2, -1);
+    int got = poll(p, 2, fn ? FS_QUIET_MS : -1);
+    if (got == 0) {                  /* idle FS_QUIET_MS: asleep, so a kick still wakes it */
+        fn();
+        got = poll(p, 2, -1);
+    }
     __atomic_store_n(&asleep, 0, __ATOMIC_RELEASE);
     if (got < 0)
         return errno == EINTR ? 0 : -errno;

@@ -53,9 +53,9 @@ struct fs_serve_hdr {
 #define FS_UNIQUE_RESEND (1ull << 63)   /* FUSE_UNIQUE_RESEND (7.40): sent again */
 const struct fs_serve_hdr *fs_serve_hdr(void);
 
-/* fn (NULL: none) is called by a loop thread each time it is about to
- * sleep, idle, with the loop held: a quiet moment to give back what a busy
- * spell kept (fs/oplog.c: callers' comm files). Set before serving. */
+/* fn (NULL: none) is called by the loop's holder once it has slept idle
+ * FS_QUIET_MS (base/knobs.h): a quiet moment to give back what a busy spell
+ * kept (fs/oplog.c: callers' comm files). Set before serving. */
 void fs_serve_on_sleep(void (*fn)(void));
 
 /* When the FUSE thread last finished a request (csifs_mono_ns; 0: none
