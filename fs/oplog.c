@@ -58,7 +58,7 @@ static struct reg_caller set_caller(fuse_req_t req)
  * answer then, and may be gone once answered. */
 static _Thread_local struct {
     int pid;
-    bool read;                       /* comm is pid's ("" when unreadable) */
+    bool known;                      /* comm is pid's ("" when unreadable) */
     char comm[32];
 } caller_comm;
 
@@ -142,7 +142,7 @@ static const char *comm_of(int pid, char *buf, size_t cap)
 
 static void read_comm(void)
 {
-    caller_comm.read = true;
+    caller_comm.known = true;
     comm_of(caller_comm.pid, caller_comm.comm, sizeof(caller_comm.comm));
 }
 
@@ -161,11 +161,11 @@ static const char *by(const struct reg_caller *w, const char *comm, char *buf, s
 /* A refusal's caller's comm: read by read_comm at the refusal, or now. */
 static const char *refused_comm(const struct reg_caller *w)
 {
-    if (!caller_comm.read || caller_comm.pid != (int)w->pid) {
+    if (!caller_comm.known || caller_comm.pid != (int)w->pid) {
         caller_comm.pid = (int)w->pid;
         read_comm();
     }
-    caller_comm.read = false;
+    caller_comm.known = false;
     return caller_comm.comm;
 }
 
@@ -184,7 +184,7 @@ static int refusal_prio(const char *why)
         csifs_why_clear();                                                          \
         struct reg_caller w_ = set_caller(req);                                   \
         caller_comm.pid = (int)w_.pid;                                            \
-        caller_comm.read = false;                                                 \
+        caller_comm.known = false;                                                \
         csifs_why_hook(read_comm);                                                \
         call;                                                                     \
         csifs_why_hook(NULL);                                                     \
