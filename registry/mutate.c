@@ -161,7 +161,8 @@ static void finish(struct reg *reg, struct mut *m, int rc)
 
 /* A queued caller's fin and reply (no lock held), once. Its request
  * answered, the ring's record of it is no longer needed (backend.h
- * ring_answered): a queued mutation answered 0 was committed. */
+ * ring_answered): a queued mutation answered 0 was committed, and its
+ * record has a position (pos) if it had a request's key. */
 static void reply_queued(struct reg *reg, struct mut *m, int rc)
 {
     if (!m->reply || m->replied)
@@ -171,7 +172,7 @@ static void reply_queued(struct reg *reg, struct mut *m, int rc)
     m->reply(m->reply_arg, rc);
     m->replied = true;
     const struct reg_backend *be = reg->opts.backend;
-    if (rc == 0 && m->ring.key.unique && m->ring.pos != UINT64_MAX && be && be->ring_answered)
+    if (rc == 0 && m->ring.pos != UINT64_MAX && be && be->ring_answered)
         be->ring_answered(be->ctx, m->ring.pos);
 }
 
